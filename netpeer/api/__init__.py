@@ -1,0 +1,1 @@
+"""The gRPC edge of netpeerd: conversion, error mapping, auth, serving."""

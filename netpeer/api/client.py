@@ -1,0 +1,197 @@
+"""A small client for the netpeer.v1 API, shared by the CLI and the Pulumi
+provider. Results are plain JSON-shaped dicts (the CLI's ``-o json``);
+failures raise ``netpeer.errors`` classes carrying the server's one line."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+import grpc
+from google.protobuf import field_mask_pb2
+
+from netpeer.api import convert
+from netpeer.api.errors import from_rpc_error
+from netpeer.core.validate import format_duration
+from netpeer.errors import InvalidArgument
+from netpeer.v1 import netpeer_pb2 as pb
+from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
+
+PHASE_NAMES = {pb.PENDING: "Pending", pb.BOUND: "Bound", pb.FAILED: "Failed", pb.PHASE_UNSPECIFIED: ""}
+
+
+def _time(msg, field: str) -> str | None:
+    if not msg.HasField(field):
+        return None
+    return getattr(msg, field).ToDatetime().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def peering_json(p: pb.Peering) -> dict[str, Any]:
+    ns, network, name = convert.parse_peering_name("name", p.name)
+    return {
+        "name": name, "namespace": ns, "network": network,
+        "remote_namespace": p.remote.namespace, "remote_network": p.remote.network,
+        "remote_uid": p.remote_uid or None, "network_uid": p.network_uid,
+        "phase": PHASE_NAMES[p.phase], "reason": p.reason, "message": p.message,
+        "last_phase_transition_time": _time(p, "last_phase_transition_time"),
+        "expires_at": _time(p, "expires_at"),
+        "ttl": format_duration(p.ttl.ToTimedelta()), "description": p.description,
+        "create_time": _time(p, "create_time"), "etag": p.etag,
+    }
+
+
+def network_json(n: pb.Network) -> dict[str, Any]:
+    ns, name = convert.parse_network_name("name", n.name)
+    return {
+        "name": name, "namespace": ns, "uid": n.uid, "subnets": list(n.subnets),
+        "routes": [f"{r.prefix} via {r.next_hop}" if r.next_hop else r.prefix for r in n.routes],
+        "description": n.description,
+        "peerings": [{"name": p.name, "remote_namespace": p.remote_namespace, "remote_network": p.remote_network,
+                      "phase": PHASE_NAMES[p.phase], "reason": p.reason,
+                      "last_phase_transition_time": _time(p, "last_phase_transition_time")} for p in n.peerings],
+        "peered_networks": [{"namespace": x.namespace, "name": x.name, "uid": x.uid} for x in n.peered_networks],
+        "create_time": _time(n, "create_time"), "update_time": _time(n, "update_time"), "etag": n.etag,
+    }
+
+
+def _route_pb(route: str) -> pb.Route:
+    parts = str(route).split()
+    if len(parts) == 3 and parts[1] == "via":
+        return pb.Route(prefix=parts[0], next_hop=parts[2])
+    return pb.Route(prefix=str(route))
+
+
+def channel(endpoint: str, ca_cert: str | None = None, client_cert: str | None = None,
+            client_key: str | None = None) -> grpc.Channel:
+    """A channel to ``endpoint`` (``host:port`` or ``unix:///path``); TLS when
+    a CA certificate is given (file path or PEM text)."""
+    if not endpoint:
+        raise InvalidArgument.for_field("endpoint", endpoint,
+                                        "is required: pass --endpoint or set NETPEER_ENDPOINT")
+    if ca_cert:
+        def pem(value):
+            if value is None:
+                return None
+            return value.encode() if "-----BEGIN" in value else open(os.path.expanduser(value), "rb").read()
+        creds = grpc.ssl_channel_credentials(pem(ca_cert), pem(client_key), pem(client_cert))
+        return grpc.secure_channel(endpoint, creds)
+    return grpc.insecure_channel(endpoint)
+
+
+class Client:
+    def __init__(self, endpoint: str, token: str | None, ca_cert: str | None = None,
+                 client_cert: str | None = None, client_key: str | None = None, timeout: float = 60.0):
+        self._channel = channel(endpoint, ca_cert, client_cert, client_key)
+        self._net = pb_grpc.NetworkServiceStub(self._channel)
+        self._tok = pb_grpc.TokenServiceStub(self._channel)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, method, request):
+        try:
+            return method(request, metadata=self._metadata, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    # tokens
+    def caller(self) -> dict[str, Any]:
+        c = self._call(self._tok.GetCaller, pb.GetCallerRequest())
+        return {"token_id": c.token_id, "namespaces": list(c.namespaces), "admin": c.admin}
+
+    def create_token(self, namespaces: list[str], description: str = "") -> dict[str, Any]:
+        r = self._call(self._tok.CreateToken, pb.CreateTokenRequest(namespaces=namespaces, description=description))
+        return {"token": r.token, "token_id": r.token_id, "namespaces": list(r.namespaces)}
+
+    # networks
+    def create_network(self, namespace: str, name: str, subnets: list[str], routes: list[str] = (),
+                       description: str = "") -> dict[str, Any]:
+        req = pb.CreateNetworkRequest(parent=f"namespaces/{namespace}", network_id=name, network=pb.Network(
+            subnets=list(subnets), routes=[_route_pb(r) for r in routes], description=description or ""))
+        return network_json(self._call(self._net.CreateNetwork, req))
+
+    def get_network(self, namespace: str, name: str) -> dict[str, Any]:
+        return network_json(self._call(self._net.GetNetwork, pb.GetNetworkRequest(
+            name=convert.network_name(namespace, name))))
+
+    def list_networks(self, namespace: str) -> list[dict[str, Any]]:
+        out, token = [], ""
+        while True:
+            r = self._call(self._net.ListNetworks, pb.ListNetworksRequest(
+                parent=f"namespaces/{namespace}", page_size=500, page_token=token))
+            out += [network_json(n) for n in r.networks]
+            token = r.next_page_token
+            if not token:
+                return out
+
+    def update_network(self, namespace: str, name: str, *, subnets=None, routes=None, description=None,
+                       etag: str = "") -> dict[str, Any]:
+        paths, n = [], pb.Network(name=convert.network_name(namespace, name), etag=etag)
+        if subnets is not None:
+            paths.append("subnets")
+            n.subnets.extend(subnets)
+        if routes is not None:
+            paths.append("routes")
+            n.routes.extend(_route_pb(r) for r in routes)
+        if description is not None:
+            paths.append("description")
+            n.description = description
+        if not paths:
+            return self.get_network(namespace, name)
+        return network_json(self._call(self._net.UpdateNetwork, pb.UpdateNetworkRequest(
+            network=n, update_mask=field_mask_pb2.FieldMask(paths=paths))))
+
+    def delete_network(self, namespace: str, name: str) -> None:
+        self._call(self._net.DeleteNetwork, pb.DeleteNetworkRequest(name=convert.network_name(namespace, name)))
+
+    # peerings
+    def create_peering(self, namespace: str, network: str, name: str, remote_network: str,
+                       remote_namespace: str | None = None, remote_uid: str | None = None,
+                       ttl: timedelta | None = None, description: str = "") -> dict[str, Any]:
+        p = pb.Peering(remote=pb.RemoteRef(namespace=remote_namespace or "", network=remote_network,
+                                           uid=remote_uid or ""), description=description or "")
+        if ttl is not None:
+            p.ttl.FromTimedelta(ttl)
+        return peering_json(self._call(self._net.CreatePeering, pb.CreatePeeringRequest(
+            parent=convert.network_name(namespace, network), peering_id=name, peering=p)))
+
+    def get_peering(self, namespace: str, network: str, name: str) -> dict[str, Any]:
+        return peering_json(self._call(self._net.GetPeering, pb.GetPeeringRequest(
+            name=convert.peering_name(namespace, network, name))))
+
+    def list_peerings(self, namespace: str, network: str) -> list[dict[str, Any]]:
+        out, token = [], ""
+        while True:
+            r = self._call(self._net.ListPeerings, pb.ListPeeringsRequest(
+                parent=convert.network_name(namespace, network), page_size=500, page_token=token))
+            out += [peering_json(p) for p in r.peerings]
+            token = r.next_page_token
+            if not token:
+                return out
+
+    def update_peering(self, namespace: str, network: str, name: str, *, description=None,
+                       ttl: timedelta | None = None) -> dict[str, Any]:
+        paths, p = [], pb.Peering(name=convert.peering_name(namespace, network, name))
+        if description is not None:
+            paths.append("description")
+            p.description = description
+        if ttl is not None:
+            paths.append("ttl")
+            p.ttl.FromTimedelta(ttl)
+        if not paths:
+            return self.get_peering(namespace, network, name)
+        return peering_json(self._call(self._net.UpdatePeering, pb.UpdatePeeringRequest(
+            peering=p, update_mask=field_mask_pb2.FieldMask(paths=paths))))
+
+    def delete_peering(self, namespace: str, network: str, name: str) -> None:
+        self._call(self._net.DeletePeering, pb.DeletePeeringRequest(
+            name=convert.peering_name(namespace, network, name)))

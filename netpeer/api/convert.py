@@ -1,0 +1,117 @@
+"""Protobuf <-> domain conversion, and the resource names of the API."""
+
+from __future__ import annotations
+
+import base64
+import re
+from datetime import datetime, timedelta, timezone
+
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from netpeer.core.models import Network, Peering, Phase, Route
+from netpeer.errors import InvalidArgument
+from netpeer.service import NetworkView
+from netpeer.v1 import netpeer_pb2 as pb
+
+_PHASES = {Phase.PENDING: pb.PENDING, Phase.BOUND: pb.BOUND, Phase.FAILED: pb.FAILED}
+_NS = re.compile(r"^namespaces/([^/]+)$")
+_NET = re.compile(r"^namespaces/([^/]+)/networks/([^/]+)$")
+_PEER = re.compile(r"^namespaces/([^/]+)/networks/([^/]+)/peerings/([^/]+)$")
+
+
+def parse_namespace(field: str, value: str) -> str:
+    m = _NS.match(value or "")
+    if not m:
+        raise InvalidArgument.for_field(field, value, "must look like namespaces/{namespace}")
+    return m.group(1)
+
+
+def parse_network_name(field: str, value: str) -> tuple[str, str]:
+    m = _NET.match(value or "")
+    if not m:
+        raise InvalidArgument.for_field(field, value, "must look like namespaces/{namespace}/networks/{network}")
+    return m.group(1), m.group(2)
+
+
+def parse_peering_name(field: str, value: str) -> tuple[str, str, str]:
+    m = _PEER.match(value or "")
+    if not m:
+        raise InvalidArgument.for_field(
+            field, value, "must look like namespaces/{namespace}/networks/{network}/peerings/{peering}")
+    return m.group(1), m.group(2), m.group(3)
+
+
+def network_name(namespace: str, name: str) -> str:
+    return f"namespaces/{namespace}/networks/{name}"
+
+
+def peering_name(namespace: str, network: str, name: str) -> str:
+    return f"{network_name(namespace, network)}/peerings/{name}"
+
+
+def ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(value.astimezone(timezone.utc).replace(tzinfo=None))
+    return out
+
+
+def duration(value: timedelta) -> duration_pb2.Duration:
+    out = duration_pb2.Duration()
+    out.FromTimedelta(value)
+    return out
+
+
+def route_text(r: Route) -> str:
+    return f"{r.prefix} via {r.next_hop}" if r.next_hop else r.prefix
+
+
+def routes_from_pb(routes) -> list[Route | str]:
+    return [Route(r.prefix, r.next_hop or None) if r.next_hop else r.prefix for r in routes]
+
+
+def peering_to_pb(p: Peering) -> pb.Peering:
+    msg = pb.Peering(
+        name=peering_name(p.namespace, p.network, p.name),
+        remote=pb.RemoteRef(namespace=p.remote_namespace, network=p.remote_network, uid=p.remote_uid or ""),
+        description=p.description, ttl=duration(p.ttl), phase=_PHASES[p.phase], reason=p.reason,
+        message=p.message, last_phase_transition_time=ts(p.last_phase_transition_time),
+        remote_uid=p.remote_uid or "", network_uid=p.network_uid, create_time=ts(p.create_time), etag=p.etag)
+    if p.expires_at is not None:
+        msg.expires_at.CopyFrom(ts(p.expires_at))
+    return msg
+
+
+def network_to_pb(view: NetworkView) -> pb.Network:
+    n: Network = view.network
+    return pb.Network(
+        name=network_name(n.namespace, n.name), uid=n.uid, subnets=list(n.subnets),
+        routes=[pb.Route(prefix=r.prefix, next_hop=r.next_hop or "") for r in n.routes],
+        description=n.description,
+        peerings=[pb.NetworkPeeringStatus(
+            name=p.name, remote_namespace=p.remote_namespace, remote_network=p.remote_network,
+            phase=_PHASES[p.phase], reason=p.reason,
+            last_phase_transition_time=ts(p.last_phase_transition_time)) for p in view.peerings],
+        peered_networks=[pb.PeeredNetwork(namespace=ns, name=name, uid=uid)
+                         for ns, name, uid in view.peered_networks],
+        create_time=ts(n.create_time), update_time=ts(n.update_time), etag=n.etag)
+
+
+def encode_page_token(last: str) -> str:
+    return base64.urlsafe_b64encode(last.encode()).decode()
+
+
+def decode_page_token(token: str) -> str:
+    if not token:
+        return ""
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except Exception:
+        raise InvalidArgument.for_field("page_token", token, "is not a page token from a previous call") from None
+
+
+def page_size(value: int) -> int:
+    if value < 0:
+        raise InvalidArgument.for_field("page_size", value, "must not be negative")
+    return min(value or 100, 1000)

@@ -1,0 +1,232 @@
+"""``netpeer``: the command line for people and scripts.
+
+Errors end the command with a non-zero exit and one line on stderr; never a
+traceback (set NETPEER_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from netpeer import errors
+from netpeer.cli import output
+from netpeer.core import validate
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, like every other error
+        sys.stderr.write(f"error: {self.prog}: {message}\n")
+        sys.exit(EXIT_USAGE)
+
+
+def _globals() -> argparse.ArgumentParser:
+    g = argparse.ArgumentParser(add_help=False)
+    s = argparse.SUPPRESS
+    g.add_argument("--endpoint", default=s, help="netpeerd address (env NETPEER_ENDPOINT), e.g. unix:///path or host:port")
+    g.add_argument("--token", default=s, help="bearer token (env NETPEER_TOKEN)")
+    g.add_argument("--ca-cert", default=s, help="CA certificate for TLS (env NETPEER_CA_CERT)")
+    g.add_argument("--client-cert", default=s, help="client certificate for mutual TLS (env NETPEER_CLIENT_CERT)")
+    g.add_argument("--client-key", default=s, help="client key for mutual TLS (env NETPEER_CLIENT_KEY)")
+    g.add_argument("-n", "--namespace", default=s, help="namespace (default: the token's, when it grants one)")
+    g.add_argument("-o", "--output", choices=("table", "json"), default=s, help="output format (default table)")
+    return g
+
+
+def build_parser() -> argparse.ArgumentParser:
+    g = _globals()
+    p = _Parser(prog="netpeer", parents=[g], description="Mutually consented network peerings on OVN.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    dev = sub.add_parser("dev", help="a local stack: OVN + netpeerd in a state directory").add_subparsers(
+        dest="action", required=True, parser_class=_Parser)
+    from netpeer.cli import dev as dev_cmds
+    dev_cmds.add_parsers(dev, g)
+
+    sv = sub.add_parser("serve", parents=[g], help="run netpeerd")
+    sv.add_argument("--config", required=True, help="TOML configuration file")
+
+    tok = sub.add_parser("token", help="credentials").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    # A private copy of the global options: "resolve" edits the actions it shadows.
+    tc = tok.add_parser("create", parents=[_globals()], help="mint a token granting namespaces (admin only)",
+                        conflict_handler="resolve")
+    tc.add_argument("--namespace", "-n", dest="token_namespaces", action="append", required=True, metavar="NS")
+    tc.add_argument("--description", default="")
+    tok.add_parser("whoami", parents=[g], help="show what the current token grants")
+
+    net = sub.add_parser("network", help="networks").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    c = net.add_parser("create", parents=[g], help="create a network")
+    c.add_argument("name")
+    c.add_argument("--subnet", action="append", required=True, metavar="CIDR")
+    c.add_argument("--route", action="append", default=[], metavar="CIDR",
+                   help="extra prefix inside the network, exported to peers ('CIDR' or 'CIDR via ADDRESS')")
+    c.add_argument("--description", default="")
+    net.add_parser("list", parents=[g], help="list networks")
+    s = net.add_parser("show", parents=[g], help="show a network")
+    s.add_argument("name")
+    st = net.add_parser("set", parents=[g], help="change subnets, routes or description")
+    st.add_argument("name")
+    st.add_argument("--subnet", action="append", metavar="CIDR", help="replaces all subnets")
+    st.add_argument("--route", action="append", metavar="CIDR", help="replaces all routes")
+    st.add_argument("--clear-routes", action="store_true", help="remove all routes")
+    st.add_argument("--description")
+    d = net.add_parser("delete", parents=[g], help="delete a network (refused while it has peerings)")
+    d.add_argument("name")
+
+    peer = sub.add_parser("peering", help="peerings").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    c = peer.add_parser("create", parents=[g], help="consent to peer NETWORK with a remote network")
+    c.add_argument("network")
+    c.add_argument("peering")
+    c.add_argument("remote", metavar="[REMOTE_NS/]REMOTE_NETWORK")
+    c.add_argument("--remote-uid", help="pin the remote network's identity")
+    c.add_argument("--ttl", help="how long it may stay Pending or Failed (default 7d)")
+    c.add_argument("--description", default="")
+    ls = peer.add_parser("list", parents=[g], help="list the peerings of a network")
+    ls.add_argument("network")
+    s = peer.add_parser("show", parents=[g], help="show a peering")
+    s.add_argument("network")
+    s.add_argument("peering")
+    st = peer.add_parser("set", parents=[g], help="change description or ttl")
+    st.add_argument("network")
+    st.add_argument("peering")
+    st.add_argument("--ttl")
+    st.add_argument("--description")
+    d = peer.add_parser("delete", parents=[g], help="withdraw this side's consent")
+    d.add_argument("network")
+    d.add_argument("peering")
+    return p
+
+
+class Context:
+    """Settings resolved from flags, then the environment."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        env = os.environ
+        self.endpoint = getattr(args, "endpoint", None) or env.get("NETPEER_ENDPOINT", "")
+        self.token = getattr(args, "token", None) or env.get("NETPEER_TOKEN", "")
+        self.ca_cert = getattr(args, "ca_cert", None) or env.get("NETPEER_CA_CERT")
+        self.client_cert = getattr(args, "client_cert", None) or env.get("NETPEER_CLIENT_CERT")
+        self.client_key = getattr(args, "client_key", None) or env.get("NETPEER_CLIENT_KEY")
+        self.output = getattr(args, "output", None) or "table"
+        self._client = None
+        self._namespace = getattr(args, "namespace", None) or env.get("NETPEER_NAMESPACE")
+
+    @property
+    def client(self):
+        if self._client is None:
+            from netpeer.api.client import Client
+            if not self.token:
+                raise errors.Unauthenticated("no token: pass --token or set NETPEER_TOKEN")
+            self._client = Client(self.endpoint, self.token, self.ca_cert, self.client_cert, self.client_key)
+        return self._client
+
+    @property
+    def namespace(self) -> str:
+        if self._namespace:
+            return validate.name("--namespace", self._namespace)
+        who = self.client.caller()
+        if len(who["namespaces"]) == 1:
+            self._namespace = who["namespaces"][0]
+            return self._namespace
+        raise errors.InvalidArgument.for_field(
+            "--namespace", "", "is required: the token grants "
+            + (", ".join(who["namespaces"]) if who["namespaces"] else "every namespace (admin)"))
+
+
+def _split_remote(value: str, default_ns: str) -> tuple[str, str]:
+    if value.count("/") > 1:
+        raise errors.InvalidArgument.for_field("remote", value, "must be REMOTE_NETWORK or REMOTE_NS/REMOTE_NETWORK")
+    ns, _, net = value.rpartition("/")
+    return (ns or default_ns), net
+
+
+def run(args: argparse.Namespace) -> int:
+    ctx = Context(args)
+    cmd, action = args.command, getattr(args, "action", None)
+    if cmd == "dev":
+        from netpeer.cli import dev as dev_cmds
+        return dev_cmds.run(ctx, args)
+    if cmd == "serve":
+        from netpeer.daemon import Config, serve
+        return serve(Config.load(args.config))
+    if cmd == "token":
+        if action == "create":
+            r = ctx.client.create_token(args.token_namespaces, args.description)
+            if ctx.output == "json":
+                output.emit(r, "json", None)
+            else:
+                print(r["token"])
+        else:
+            output.emit(ctx.client.caller(), ctx.output, lambda w: output.table(
+                ["TOKEN ID", "NAMESPACES", "ADMIN"], [[w["token_id"], ", ".join(w["namespaces"]), w["admin"]]]))
+        return 0
+    c = ctx.client
+    if cmd == "network":
+        ns = ctx.namespace
+        if action == "create":
+            r = c.create_network(ns, args.name, args.subnet, args.route, args.description)
+            output.emit(r, ctx.output, output.network_detail)
+        elif action == "list":
+            output.emit(c.list_networks(ns), ctx.output, output.networks_table)
+        elif action == "show":
+            output.emit(c.get_network(ns, args.name), ctx.output, output.network_detail)
+        elif action == "set":
+            routes = [] if args.clear_routes else args.route
+            r = c.update_network(ns, args.name, subnets=args.subnet, routes=routes, description=args.description)
+            output.emit(r, ctx.output, output.network_detail)
+        elif action == "delete":
+            c.delete_network(ns, args.name)
+            if ctx.output == "json":
+                output.emit({"deleted": f"{ns}/{args.name}"}, "json", None)
+        return 0
+    if cmd == "peering":
+        ns = ctx.namespace
+        if action == "create":
+            rns, rnet = _split_remote(args.remote, ns)
+            ttl = validate.ttl("--ttl", args.ttl) if args.ttl else None
+            if args.remote_uid:
+                validate.uid("--remote-uid", args.remote_uid)
+            r = c.create_peering(ns, args.network, args.peering, rnet, rns, args.remote_uid, ttl, args.description)
+            output.emit(r, ctx.output, output.peering_detail)
+        elif action == "list":
+            output.emit(c.list_peerings(ns, args.network), ctx.output, output.peerings_table)
+        elif action == "show":
+            output.emit(c.get_peering(ns, args.network, args.peering), ctx.output, output.peering_detail)
+        elif action == "set":
+            ttl = validate.ttl("--ttl", args.ttl) if args.ttl else None
+            r = c.update_peering(ns, args.network, args.peering, description=args.description, ttl=ttl)
+            output.emit(r, ctx.output, output.peering_detail)
+        elif action == "delete":
+            c.delete_peering(ns, args.network, args.peering)
+            if ctx.output == "json":
+                output.emit({"deleted": f"{ns}/{args.network}/{args.peering}"}, "json", None)
+        return 0
+    raise errors.InvalidArgument.for_field("command", cmd, "is not known")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except errors.NetpeerError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130
+    except Exception as exc:  # never a traceback for users
+        if os.environ.get("NETPEER_DEBUG"):
+            raise
+        sys.stderr.write(f"error: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                         " (set NETPEER_DEBUG=1 for details)\n")
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

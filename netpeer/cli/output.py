@@ -1,0 +1,62 @@
+"""Tables for people (like ``lxc network peer ls``) and JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Sequence
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, v in enumerate(row):
+            widths[i] = max(widths[i], *(len(line) for line in v.split("\n")))
+    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [sep, "|" + "|".join(f" {h:<{w}} " for h, w in zip(headers, widths)) + "|", sep]
+    for row in cells:
+        lines = [v.split("\n") for v in row]
+        for k in range(max(len(x) for x in lines) if lines else 1):
+            out.append("|" + "|".join(f" {(x[k] if k < len(x) else ''):<{w}} " for x, w in zip(lines, widths)) + "|")
+    out.append(sep)
+    return "\n".join(out)
+
+
+def emit(data: Any, fmt: str, render) -> None:
+    if fmt == "json":
+        json.dump(data, sys.stdout, indent=2, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(data) + "\n")
+
+
+def peerings_table(items: list[dict]) -> str:
+    return table(["NAME", "DESCRIPTION", "PEER", "STATE", "REASON", "SINCE", "EXPIRES"],
+                 [[p["name"], p["description"], f"{p['remote_namespace']}/{p['remote_network']}", p["phase"],
+                   p["reason"], p["last_phase_transition_time"], p["expires_at"] or ""] for p in items])
+
+
+def peering_detail(p: dict) -> str:
+    keys = ["name", "namespace", "network", "remote_namespace", "remote_network", "remote_uid", "phase",
+            "reason", "message", "last_phase_transition_time", "expires_at", "ttl", "description", "create_time"]
+    width = max(len(k) for k in keys)
+    return "\n".join(f"{k + ':':<{width + 1}} {'' if p.get(k) is None else p.get(k)}" for k in keys)
+
+
+def networks_table(items: list[dict]) -> str:
+    return table(["NAME", "UID", "SUBNETS", "ROUTES", "PEERINGS", "BOUND PEERS", "DESCRIPTION"],
+                 [[n["name"], n["uid"], "\n".join(n["subnets"]), "\n".join(n["routes"]), len(n["peerings"]),
+                   "\n".join(f"{x['namespace']}/{x['name']}" for x in n["peered_networks"]), n["description"]]
+                  for n in items])
+
+
+def network_detail(n: dict) -> str:
+    lines = [f"name:        {n['name']}", f"namespace:   {n['namespace']}", f"uid:         {n['uid']}",
+             f"description: {n['description']}", "subnets:"] + [f"  - {s}" for s in n["subnets"]]
+    lines += ["routes:"] + [f"  - {r}" for r in n["routes"]]
+    lines += ["peerings:"] + [
+        f"  - {p['name']}: {p['remote_namespace']}/{p['remote_network']} {p['phase']} ({p['reason']}) "
+        f"since {p['last_phase_transition_time']}" for p in n["peerings"]]
+    lines += ["peered_networks:"] + [f"  - {x['namespace']}/{x['name']} ({x['uid']})" for x in n["peered_networks"]]
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""Consent matching and phase transitions (OEP-8, IEP-9, LXD).
+
+A peering is one side's consent. Two peerings *match* when each names the
+other's network (namespace + name) and any pinned uid agrees. A matched pair
+is Bound unless a prefix of one side overlaps a prefix of the other, or of
+another Bound peer of either side; then both halves are Failed. Anything else
+is Pending. ``resolve`` applies these rules to the peerings a change may have
+affected, through a ``World`` (the store's transaction, or a dict in tests).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Iterable, Protocol
+
+import netaddr
+
+from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Reason
+
+
+class World(Protocol):
+    """What consent matching reads and writes. Implemented by the store's
+    transaction; reads must see the writes made through ``put_peering``."""
+
+    def get_network(self, key: NetworkKey) -> Network | None: ...
+
+    def get_peering(self, key: PeeringKey) -> Peering | None: ...
+
+    def find_peering_to(self, local: NetworkKey, remote: NetworkKey) -> Peering | None:
+        """The peering of network ``local`` whose remote is ``remote``."""
+
+    def peerings_of(self, network: NetworkKey) -> list[Peering]:
+        """The peerings declared on ``network``."""
+
+    def peerings_towards(self, network: NetworkKey) -> list[Peering]:
+        """The peerings (of any namespace) whose remote is ``network``."""
+
+    def put_peering(self, peering: Peering) -> None: ...
+
+
+def partner(world: World, p: Peering) -> tuple[Peering, Network, Network] | None:
+    """The other half of ``p`` with both networks, if the two match."""
+    local = world.get_network(p.network_key)
+    remote = world.get_network(p.remote_key)
+    if local is None or remote is None or local.key == remote.key:
+        return None
+    q = world.find_peering_to(remote.key, local.key)
+    if q is None:
+        return None
+    if p.remote_uid not in (None, remote.uid) or q.remote_uid not in (None, local.uid):
+        return None
+    if p.network_uid != local.uid or q.network_uid != remote.uid:
+        return None
+    return q, local, remote
+
+
+def bound_peers(world: World, network: NetworkKey) -> list[Network]:
+    """The networks ``network`` is Bound to, in a stable order."""
+    out = []
+    for p in world.peerings_of(network):
+        if p.phase == Phase.BOUND:
+            peer = world.get_network(p.remote_key)
+            if peer is not None:
+                out.append(peer)
+    return sorted(out, key=lambda n: n.key)
+
+
+def overlaps(a: Iterable[netaddr.IPNetwork], b: Iterable[netaddr.IPNetwork]) -> list[tuple[netaddr.IPNetwork, netaddr.IPNetwork]]:
+    """Every pair (x, y), x from a and y from b, that share an address."""
+    bs = list(b)
+    return [(x, y) for x in a for y in bs if x.version == y.version and (x in y or y in x)]
+
+
+def pair_conflicts(world: World, local: Network, remote: Network) -> list[str]:
+    """Why ``local`` and ``remote`` may not be Bound, as sentences; empty if
+    they may. Third networks are never named: both sides consented to share
+    with each other, not with each other's peers."""
+    problems = [f"{x} of {local.key} overlaps {y} of {remote.key}"
+                for x, y in overlaps(local.prefixes, remote.prefixes)]
+    for side, other in ((local, remote), (remote, local)):
+        for third in bound_peers(world, side.key):
+            if third.key == other.key:
+                continue
+            for x, _ in overlaps(other.prefixes, third.prefixes):
+                problems.append(f"{x} of {other.key} overlaps a network already peered with {side.key}")
+    return problems
+
+
+def prefix_change_conflicts(world: World, network: Network) -> list[str]:
+    """Why ``network`` (with its new prefixes) would break a Bound peering."""
+    problems = []
+    for peer in bound_peers(world, network.key):
+        for x, y in overlaps(network.prefixes, peer.prefixes):
+            problems.append(f"{x} overlaps {y} of Bound peer {peer.key}")
+        for third in bound_peers(world, peer.key):
+            if third.key == network.key:
+                continue
+            for x, _ in overlaps(network.prefixes, third.prefixes):
+                problems.append(f"{x} overlaps a network already peered with {peer.key}")
+    return problems
+
+
+def resolve(world: World, keys: Iterable[PeeringKey], now: datetime) -> list[tuple[Peering, Peering]]:
+    """Re-evaluates the given peerings (and their partners) and writes every
+    change through ``world``. Returns (before, after) for each peering whose
+    state changed.
+
+    Order matters when two candidate pairs conflict with each other: the
+    older consent wins, so evaluation goes by creation time, then by name.
+    """
+    candidates = [p for p in (world.get_peering(k) for k in set(keys)) if p is not None]
+    candidates.sort(key=lambda p: (p.create_time, p.key))
+    changed: dict[PeeringKey, tuple[Peering, Peering]] = {}
+
+    def put(new: Peering, old: Peering) -> None:
+        if new != old:
+            world.put_peering(new)
+            first = changed.get(new.key, (old, new))[0]
+            changed[new.key] = (first, new)
+
+    for stale in candidates:
+        p = world.get_peering(stale.key)  # may have changed as a partner
+        if p is None:
+            continue
+        match = partner(world, p)
+        if match is None:
+            if p.phase == Phase.PENDING:
+                continue
+            # The other half (or its network) went away: RemoteWithdrawn.
+            put(p.transition(Phase.PENDING, Reason.REMOTE_WITHDRAWN,
+                             f"{p.remote_key} no longer consents to this peering", now), p)
+            continue
+        q, local, remote = match
+        if p.phase == Phase.BOUND and q.phase == Phase.BOUND:
+            continue  # Bound pairs stay Bound: prefix updates that would conflict are refused
+        problems = pair_conflicts(world, local, remote)
+        if problems:
+            msg = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            put(p.transition(Phase.FAILED, Reason.OVERLAPPING_PREFIXES, msg, now), p)
+            put(q.transition(Phase.FAILED, Reason.OVERLAPPING_PREFIXES, msg, now), q)
+        else:
+            put(p.transition(Phase.BOUND, Reason.BOUND, f"peered with {remote.key}", now,
+                             remote_uid=remote.uid), p)
+            put(q.transition(Phase.BOUND, Reason.BOUND, f"peered with {local.key}", now,
+                             remote_uid=local.uid), q)
+    return list(changed.values())
+
+
+def affected_by(world: World, networks: Iterable[NetworkKey]) -> set[PeeringKey]:
+    """The peerings whose phase may change when ``networks`` change: their own
+    peerings, those pointing at them, and those of their Bound peers (a pair
+    that failed because of one of them may now bind)."""
+    keys: set[PeeringKey] = set()
+    scope: set[NetworkKey] = set()
+    for n in networks:
+        scope.add(n)
+        scope.update(peer.key for peer in bound_peers(world, n))  # one hop is enough
+    for n in scope:
+        keys.update(p.key for p in world.peerings_of(n))
+        keys.update(p.key for p in world.peerings_towards(n))
+    return keys

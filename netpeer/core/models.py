@@ -1,0 +1,180 @@
+"""Domain types. Frozen dataclasses; protobuf messages, Pulumi dicts and OVSDB
+rows are converted to and from these at the edges."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from datetime import datetime, timedelta, timezone
+
+import netaddr
+
+DEFAULT_TTL = timedelta(days=7)
+
+
+class Phase(str, enum.Enum):
+    PENDING = "Pending"
+    BOUND = "Bound"
+    FAILED = "Failed"
+
+    def __str__(self) -> str:  # so f-strings print "Bound", not "Phase.BOUND"
+        return self.value
+
+
+class Reason:
+    """Machine-readable reasons carried next to a phase."""
+
+    AWAITING_REMOTE = "AwaitingRemote"
+    BOUND = "Bound"
+    OVERLAPPING_PREFIXES = "OverlappingPrefixes"
+    REMOTE_WITHDRAWN = "RemoteWithdrawn"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class NetworkKey:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class PeeringKey:
+    namespace: str
+    network: str
+    name: str
+
+    @property
+    def network_key(self) -> NetworkKey:
+        return NetworkKey(self.namespace, self.network)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.network}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """An extra prefix reachable inside a network, optionally behind a next hop
+    inside one of its subnets. Exported to peers like a subnet."""
+
+    prefix: str
+    next_hop: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    namespace: str
+    name: str
+    uid: str
+    subnets: tuple[str, ...]
+    routes: tuple[Route, ...] = ()
+    description: str = ""
+    create_time: datetime = dataclasses.field(default_factory=utcnow)
+    update_time: datetime = dataclasses.field(default_factory=utcnow)
+    revision: int = 1
+
+    @property
+    def key(self) -> NetworkKey:
+        return NetworkKey(self.namespace, self.name)
+
+    @property
+    def prefixes(self) -> tuple[netaddr.IPNetwork, ...]:
+        """Everything this network exports to a peer: subnets, then routes."""
+        return tuple(netaddr.IPNetwork(p) for p in self.subnets) + tuple(
+            netaddr.IPNetwork(r.prefix) for r in self.routes
+        )
+
+    @property
+    def etag(self) -> str:
+        return f"{self.uid[:8]}-{self.revision}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Peering:
+    """One side's consent to peer ``network`` with a remote network."""
+
+    namespace: str
+    network: str
+    name: str
+    remote_namespace: str
+    remote_network: str
+    network_uid: str
+    # Pinned by the user or learned on binding; from then on the peering
+    # follows this identity, so a re-created namesake never inherits it.
+    remote_uid: str | None = None
+    ttl: timedelta = DEFAULT_TTL
+    description: str = ""
+    phase: Phase = Phase.PENDING
+    reason: str = Reason.AWAITING_REMOTE
+    message: str = ""
+    last_phase_transition_time: datetime = dataclasses.field(default_factory=utcnow)
+    create_time: datetime = dataclasses.field(default_factory=utcnow)
+    revision: int = 1
+
+    @property
+    def key(self) -> PeeringKey:
+        return PeeringKey(self.namespace, self.network, self.name)
+
+    @property
+    def network_key(self) -> NetworkKey:
+        return NetworkKey(self.namespace, self.network)
+
+    @property
+    def remote_key(self) -> NetworkKey:
+        return NetworkKey(self.remote_namespace, self.remote_network)
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """Pending and Failed peerings expire ``ttl`` after their last
+        transition (OEP-8); Bound ones never do."""
+        if self.phase == Phase.BOUND:
+            return None
+        return self.last_phase_transition_time + self.ttl
+
+    @property
+    def etag(self) -> str:
+        return f"{self.network_uid[:8]}-{self.revision}"
+
+    def transition(self, phase: Phase, reason: str, message: str, now: datetime,
+                   remote_uid: str | None = None) -> "Peering":
+        """The peering after a (possible) phase change. The transition time is
+        stamped only when the phase itself changes (IEP-9)."""
+        changed = phase != self.phase
+        new = dataclasses.replace(
+            self,
+            phase=phase,
+            reason=reason,
+            message=message,
+            remote_uid=remote_uid if remote_uid is not None else self.remote_uid,
+            last_phase_transition_time=now if changed else self.last_phase_transition_time,
+        )
+        if new != self:
+            new = dataclasses.replace(new, revision=self.revision + 1)
+        return new
+
+
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """Who made a request: the token's id, the namespaces it grants, admin."""
+
+    token_id: str
+    namespaces: frozenset[str]
+    admin: bool = False
+
+    def may_use(self, namespace: str) -> bool:
+        return self.admin or namespace in self.namespaces
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    token_id: str
+    secret_hash: str
+    namespaces: frozenset[str]
+    admin: bool
+    description: str = ""
+    create_time: datetime = dataclasses.field(default_factory=utcnow)

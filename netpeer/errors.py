@@ -1,0 +1,64 @@
+"""The error hierarchy of netpeer.
+
+Every failure a caller can act on is one of these. The API edge maps each class
+to one gRPC status code (``netpeer.api.errors``); the CLI and the Pulumi
+provider turn the status back into one line. Messages name the field and the
+value, so a user can fix the input without reading code.
+"""
+
+from __future__ import annotations
+
+
+class NetpeerError(Exception):
+    """Base class. ``field`` and ``value`` name the input at fault, if any."""
+
+    def __init__(self, message: str, *, field: str | None = None, value: object = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.value = value
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidArgument(NetpeerError):
+    """The request is malformed: a bad name, CIDR, TTL, ..."""
+
+    @classmethod
+    def for_field(cls, field: str, value: object, why: str) -> "InvalidArgument":
+        shown = value if isinstance(value, (int, float)) else repr(_clip(str(value)))
+        return cls(f"{field}: {shown} {why}", field=field, value=value)
+
+
+class NotFound(NetpeerError):
+    """The named resource does not exist (in a namespace the caller may see)."""
+
+
+class AlreadyExists(NetpeerError):
+    """A resource with that name (or that identity) exists already."""
+
+
+class FailedPrecondition(NetpeerError):
+    """The request is valid but the current state refuses it (in use, overlap)."""
+
+
+class Aborted(NetpeerError):
+    """An etag did not match: someone else changed the resource first."""
+
+
+class Unauthenticated(NetpeerError):
+    """No token, or an unknown one."""
+
+
+class PermissionDenied(NetpeerError):
+    """The token does not grant the namespace (or admin) the call needs."""
+
+
+class Unavailable(NetpeerError):
+    """A dependency (the OVN northbound database) cannot be reached. Nothing
+    was changed; the same call can be retried."""
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

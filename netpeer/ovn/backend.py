@@ -1,0 +1,279 @@
+"""The OVN northbound backend: the only module that imports ovsdbapp.
+
+Every write is one NB transaction (``check_error=True``) built from one
+command, ``SyncNetworks``, that makes the rows of some networks look exactly
+like the desired rows from ``netpeer.core.dataplane``: it inserts what is
+missing, rewrites columns that drifted and deletes what should not be there.
+It reads the IDL's replica at run time, so re-running it (ovsdbapp retries
+commands after a reconnect) is idempotent. Only rows tagged with our owner
+in ``external_ids`` are ever changed or deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Iterable, Mapping
+
+import ovs.db.idl
+from ovsdbapp.backend.ovs_idl import command as ovs_command
+from ovsdbapp.backend.ovs_idl import connection, idlutils
+from ovsdbapp.schema.ovn_northbound import impl_idl
+
+from netpeer.core.dataplane import Row
+from netpeer.errors import Unavailable
+from netpeer.ovn import names
+
+LOG = logging.getLogger(__name__)
+
+NB_SCHEMA_FILE = "/usr/share/ovn/ovn-nb.ovsschema"
+
+# The tables and columns netpeer reads and writes; the IDL replicates only these.
+COLUMNS: dict[str, list[str]] = {
+    "NB_Global": ["nb_cfg", "sb_cfg", "hv_cfg"],
+    "Logical_Router": ["name", "ports", "static_routes", "policies", "external_ids"],
+    "Logical_Router_Port": ["name", "mac", "networks", "peer", "external_ids"],
+    "Logical_Router_Static_Route": ["ip_prefix", "nexthop", "output_port", "external_ids"],
+    "Logical_Router_Policy": ["priority", "match", "action", "external_ids"],
+    "Logical_Switch": ["name", "ports", "external_ids"],
+    "Logical_Switch_Port": ["name", "type", "addresses", "options", "external_ids"],
+    "Address_Set": ["name", "addresses", "external_ids"],
+}
+ROOT_TABLES = ("Logical_Router", "Logical_Switch", "Address_Set")
+CHILD_COLUMNS = (("Logical_Router", "ports"), ("Logical_Router", "static_routes"),
+                 ("Logical_Router", "policies"), ("Logical_Switch", "ports"))
+# Kinds a sync manages; rows of other kinds (instance ports made by the dev
+# tools) live on our switches but are left alone until the switch goes.
+MANAGED_KINDS = frozenset({"router", "switch", "lan-port", "peer-port", "route", "policy", "address-set"})
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncReport:
+    created: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+    @property
+    def changed(self) -> int:
+        return self.created + self.updated + self.deleted
+
+    def __add__(self, other: "SyncReport") -> "SyncReport":
+        return SyncReport(self.created + other.created, self.updated + other.updated,
+                          self.deleted + other.deleted)
+
+
+def _norm(value):
+    """Column values compare as sets where OVSDB stores sets."""
+    if isinstance(value, (list, tuple)):
+        return sorted(str(v) for v in value)
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    return value
+
+
+class SyncNetworks(ovs_command.BaseCommand):
+    """Make the rows of each network in ``desired`` (uid -> rows, or None to
+    remove the network) match. With ``orphans_except`` set, also delete every
+    row we own whose network is not in that set (the repair sweep)."""
+
+    def __init__(self, api, owner: str, desired: Mapping[str, list[Row] | None],
+                 orphans_except: frozenset[str] | None = None):
+        super().__init__(api)
+        self.owner = owner
+        self.desired = desired
+        self.orphans_except = orphans_except
+
+    def _ours(self, row) -> bool:
+        ext = row.external_ids
+        return ext.get(names.OWNER) == self.owner and ext.get(names.KIND) in MANAGED_KINDS
+
+    def _lookup(self, table: str, name: str):
+        return self.api.lookup(table, name, default=None)
+
+    def _actual(self, uid: str) -> dict[str, tuple[object, object | None, str | None]]:
+        """ident -> (row, parent row, parent column) for the rows of ``uid``."""
+        found = {}
+        roots = [self._lookup("Logical_Router", names.router(uid)),
+                 self._lookup("Logical_Switch", names.switch(uid)),
+                 self._lookup("Address_Set", names.address_set(uid, 4)),
+                 self._lookup("Address_Set", names.address_set(uid, 6))]
+        for root in roots:
+            if root is None or not self._ours(root):
+                continue
+            found[root.external_ids[names.ID]] = (root, None, None)
+            for table, column in CHILD_COLUMNS:
+                if root._table.name != table:
+                    continue
+                for child in getattr(root, column):
+                    if self._ours(child) and child.external_ids.get(names.NETWORK) == uid:
+                        found[child.external_ids[names.ID]] = (child, root, column)
+        return found
+
+    def run_idl(self, txn):
+        report = SyncReport()
+        created_roots: dict[tuple[str, str], object] = {}
+        for uid, rows in self.desired.items():
+            report += self._sync_one(txn, uid, rows or [], created_roots)
+        if self.orphans_except is not None:
+            report += self._delete_orphans(self.orphans_except | set(self.desired))
+        self.result = report
+
+    def _sync_one(self, txn, uid: str, rows: list[Row], created_roots) -> SyncReport:
+        actual = self._actual(uid)
+        created = updated = deleted = 0
+        for want in rows:
+            have = actual.pop(want.ident, None)
+            if have is not None:
+                row, parent, column = have
+                changed = False
+                for col, value in want.columns.items():
+                    if _norm(getattr(row, col)) != _norm(value):
+                        setattr(row, col, value)
+                        changed = True
+                if dict(row.external_ids) != dict(want.external_ids):
+                    row.external_ids = dict(want.external_ids)
+                    changed = True
+                if want.parent is not None and parent is None:
+                    have = None  # fall through: re-attach below
+                updated += changed
+            if have is None:
+                row = txn.insert(self.api.tables[want.table])
+                for col, value in want.columns.items():
+                    setattr(row, col, value)
+                row.external_ids = dict(want.external_ids)
+                created += 1
+                if want.parent is None:
+                    created_roots[(want.table, want.columns["name"])] = row
+                else:
+                    key = (want.parent.table, want.parent.name)
+                    parent = created_roots.get(key) or self._lookup(*key)
+                    if parent is None:
+                        raise RuntimeError(f"{want.parent.table} {want.parent.name} missing for {want.ident}")
+                    parent.addvalue(want.parent.column, row)
+        for ident, (row, parent, column) in actual.items():
+            if parent is not None:
+                parent.delvalue(column, row)
+            row.delete()
+            deleted += 1
+        return SyncReport(created, updated, deleted)
+
+    def _delete_orphans(self, keep: set[str]) -> SyncReport:
+        deleted = 0
+        for table in ROOT_TABLES:
+            for row in list(self.api.tables[table].rows.values()):
+                if self._ours(row) and row.external_ids.get(names.NETWORK) not in keep:
+                    row.delete()
+                    deleted += 1
+        for table, column in CHILD_COLUMNS:
+            for parent in self.api.tables[table].rows.values():
+                for child in list(getattr(parent, column)):
+                    if self._ours(child) and child.external_ids.get(names.NETWORK) not in keep:
+                        parent.delvalue(column, child)
+                        child.delete()
+                        deleted += 1
+        return SyncReport(deleted=deleted)
+
+
+class OvnBackend:
+    """A connection to the OVN NB database and the operations netpeer needs.
+
+    The connection is made in the background and re-made by ovsdbapp after a
+    loss; while it is down, writes fail at once with ``Unavailable``.
+    """
+
+    def __init__(self, remote: str, owner: str = "netpeer", timeout: float = 10.0):
+        self.remote = remote
+        self.owner = owner
+        self.timeout = timeout
+        self._api = None
+        self._lock = threading.Lock()
+        self._error: str | None = None
+        self._starter = threading.Thread(target=self._connect, name="ovn-connect", daemon=True)
+        self._starter.start()
+
+    def _connect(self) -> None:
+        while True:
+            try:
+                helper = ovs.db.idl.SchemaHelper(location=NB_SCHEMA_FILE)
+                for table, columns in COLUMNS.items():
+                    helper.register_columns(table, columns)
+                idl = connection.OvsdbIdl(self.remote, helper, leader_only=True)
+                conn = connection.Connection(idl=idl, timeout=self.timeout)
+                # ovsdbapp keeps the connection on the class: give each backend
+                # its own class so several backends can live in one process.
+                api_class = type("NetpeerNbApi", (impl_idl.OvnNbApiIdlImpl,), {"_ovsdb_connection": None})
+                api = api_class(conn)
+                with self._lock:
+                    self._api = api
+                    self._error = None
+                return
+            except Exception as exc:  # keep trying: OVN may come up after us
+                with self._lock:
+                    self._error = str(exc) or exc.__class__.__name__
+                LOG.warning("cannot connect to OVN NB %s: %s; retrying", self.remote, self._error)
+                time.sleep(1.0)
+
+    def wait_connected(self, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.connected:
+                return True
+            time.sleep(0.05)
+        return self.connected
+
+    @property
+    def connected(self) -> bool:
+        api = self._api
+        return api is not None and api.idl._session.is_connected() and api.idl.has_ever_connected()
+
+    def _ready_api(self):
+        api = self._api
+        if api is None or not api.idl._session.is_connected():
+            raise Unavailable(f"OVN northbound database {self.remote} is unreachable; nothing was changed, retry")
+        return api
+
+    def sync(self, desired: Mapping[str, list[Row] | None],
+             orphans_except: Iterable[str] | None = None) -> SyncReport:
+        """One NB transaction that makes the rows of these networks match."""
+        api = self._ready_api()
+        keep = frozenset(orphans_except) if orphans_except is not None else None
+        cmd = SyncNetworks(api, self.owner, dict(desired), keep)
+        try:
+            with api.transaction(check_error=True, log_errors=False, timeout=self.timeout) as txn:
+                txn.add(cmd)
+        except Unavailable:
+            raise
+        except Exception as exc:
+            if not api.idl._session.is_connected() or "timed out" in str(exc).lower() \
+                    or exc.__class__.__name__ == "TimeoutException":
+                raise Unavailable(f"OVN northbound database {self.remote} did not answer: {exc}") from exc
+            raise
+        return cmd.result or SyncReport()
+
+    def owned_rows(self) -> dict[str, list[dict]]:
+        """Our rows by table (for status and tests): external_ids and name."""
+        api = self._ready_api()
+        out: dict[str, list[dict]] = {}
+        for table in COLUMNS:
+            if table == "NB_Global":
+                continue
+            for row in api.tables[table].rows.values():
+                if row.external_ids.get(names.OWNER) == self.owner:
+                    out.setdefault(table, []).append(dict(row.external_ids))
+        return out
+
+    def nb_cfg(self) -> tuple[int, int, int]:
+        api = self._ready_api()
+        for row in api.tables["NB_Global"].rows.values():
+            return row.nb_cfg, row.sb_cfg, row.hv_cfg
+        return 0, 0, 0
+
+    def close(self) -> None:
+        api = self._api
+        if api is not None:
+            try:
+                api.ovsdb_connection.stop()
+            except Exception:  # pragma: no cover - best effort at shutdown
+                pass

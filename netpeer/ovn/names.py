@@ -1,0 +1,66 @@
+"""Names of the OVN objects netpeer creates, built in this one module.
+
+Names derive from network uids, never from display names, so a re-created
+namesake gets new rows and renames never touch the dataplane. Every name
+starts with ``np-`` (``np_`` for address sets, whose names must be
+identifiers) so an operator can tell netpeer's rows at a glance; ownership
+itself is decided by the ``netpeer:*`` tags in ``external_ids``, never by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# external_ids keys carried by every row netpeer owns.
+OWNER = "netpeer:owner"        # the deployment that owns the row (config `owner`)
+KIND = "netpeer:kind"          # router, switch, lan-port, peer-port, route, policy, ...
+ID = "netpeer:id"              # stable identity of the row within the owner
+NETWORK = "netpeer:network"    # uid of the network the row belongs to
+NAMESPACE = "netpeer:namespace"
+DISPLAY = "netpeer:name"       # namespace/name, for people reading ovn-nbctl output
+PEER = "netpeer:peer"          # uid of the peer network, on per-peering rows
+
+
+def _short(uid: str) -> str:
+    return uid.replace("-", "")
+
+
+def router(uid: str) -> str:
+    return f"np-lr-{uid}"
+
+
+def switch(uid: str) -> str:
+    return f"np-ls-{uid}"
+
+
+def lan_router_port(uid: str) -> str:
+    return f"np-lrp-{uid}"
+
+
+def lan_switch_port(uid: str) -> str:
+    return f"np-lsp-rtr-{uid}"
+
+
+def peer_router_port(local_uid: str, remote_uid: str) -> str:
+    """The port on ``local``'s router that faces ``remote``'s router."""
+    return f"np-peer-{_short(local_uid)}-{_short(remote_uid)}"
+
+
+def instance_port(uid: str, instance: str) -> str:
+    return f"np-inst-{_short(uid)[:12]}-{instance}"
+
+
+def address_set(uid: str, version: int) -> str:
+    """The address set of a network's prefixes of one IP version."""
+    return f"np_{_short(uid)}_ip{version}"
+
+
+def router_mac(uid: str) -> str:
+    """A stable, locally administered unicast MAC for a network's router."""
+    digest = hashlib.sha256(uid.encode()).digest()
+    return "0a:" + ":".join(f"{b:02x}" for b in digest[:5])
+
+
+def instance_mac(uid: str, instance: str) -> str:
+    digest = hashlib.sha256(f"{uid}/{instance}".encode()).digest()
+    return "0e:" + ":".join(f"{b:02x}" for b in digest[:5])

@@ -1,0 +1,78 @@
+"""The store interface. SQLite is the embedded default; a networked database
+can implement the same two classes."""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from datetime import datetime
+from typing import Iterator
+
+from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Token
+
+
+class Transaction(abc.ABC):
+    """A consistent view of the store; in a write transaction every put is
+    visible to later reads and nothing is kept unless the block succeeds.
+    Implements ``netpeer.core.consent.World``."""
+
+    # networks
+    @abc.abstractmethod
+    def get_network(self, key: NetworkKey) -> Network | None: ...
+    @abc.abstractmethod
+    def get_network_by_uid(self, uid: str) -> Network | None: ...
+    @abc.abstractmethod
+    def list_networks(self, namespace: str | None, after: str = "", limit: int | None = None) -> list[Network]:
+        """Networks of one namespace (all if None) ordered by name, after ``after``."""
+    @abc.abstractmethod
+    def put_network(self, network: Network) -> None: ...
+    @abc.abstractmethod
+    def delete_network(self, key: NetworkKey) -> None: ...
+
+    # peerings
+    @abc.abstractmethod
+    def get_peering(self, key: PeeringKey) -> Peering | None: ...
+    @abc.abstractmethod
+    def find_peering_to(self, local: NetworkKey, remote: NetworkKey) -> Peering | None: ...
+    @abc.abstractmethod
+    def peerings_of(self, network: NetworkKey, after: str = "", limit: int | None = None) -> list[Peering]: ...
+    @abc.abstractmethod
+    def peerings_towards(self, network: NetworkKey) -> list[Peering]: ...
+    @abc.abstractmethod
+    def put_peering(self, peering: Peering) -> None: ...
+    @abc.abstractmethod
+    def delete_peering(self, key: PeeringKey) -> None: ...
+    @abc.abstractmethod
+    def expired_peerings(self, now: datetime, limit: int = 500) -> list[Peering]:
+        """Pending or Failed peerings whose ``expires_at`` is not after ``now``."""
+
+    # tokens
+    @abc.abstractmethod
+    def get_token(self, token_id: str) -> Token | None: ...
+    @abc.abstractmethod
+    def put_token(self, token: Token) -> None: ...
+    @abc.abstractmethod
+    def count_tokens(self) -> int: ...
+
+
+class Store(abc.ABC):
+    @abc.abstractmethod
+    def read(self) -> contextlib.AbstractContextManager[Transaction]: ...
+
+    @abc.abstractmethod
+    def write(self) -> contextlib.AbstractContextManager[Transaction]:
+        """A write transaction: committed durably when the block exits
+        normally, rolled back if it raises."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+def iter_all_networks(tx: Transaction, page: int = 1000) -> Iterator[Network]:
+    after = ""
+    while True:
+        batch = tx.list_networks(None, after=after, limit=page)
+        yield from batch
+        if len(batch) < page:
+            return
+        after = f"{batch[-1].namespace}/{batch[-1].name}"

@@ -1,0 +1,255 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import empty_pb2 as _empty_pb2
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PHASE_UNSPECIFIED: _ClassVar[Phase]
+    PENDING: _ClassVar[Phase]
+    BOUND: _ClassVar[Phase]
+    FAILED: _ClassVar[Phase]
+PHASE_UNSPECIFIED: Phase
+PENDING: Phase
+BOUND: Phase
+FAILED: Phase
+
+class Route(_message.Message):
+    __slots__ = ("prefix", "next_hop")
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    NEXT_HOP_FIELD_NUMBER: _ClassVar[int]
+    prefix: str
+    next_hop: str
+    def __init__(self, prefix: _Optional[str] = ..., next_hop: _Optional[str] = ...) -> None: ...
+
+class NetworkPeeringStatus(_message.Message):
+    __slots__ = ("name", "remote_namespace", "remote_network", "phase", "reason", "last_phase_transition_time")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_NETWORK_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    LAST_PHASE_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    remote_namespace: str
+    remote_network: str
+    phase: Phase
+    reason: str
+    last_phase_transition_time: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., remote_namespace: _Optional[str] = ..., remote_network: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., reason: _Optional[str] = ..., last_phase_transition_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PeeredNetwork(_message.Message):
+    __slots__ = ("namespace", "name", "uid")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    uid: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
+
+class Network(_message.Message):
+    __slots__ = ("name", "uid", "subnets", "routes", "description", "peerings", "peered_networks", "create_time", "update_time", "etag")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    SUBNETS_FIELD_NUMBER: _ClassVar[int]
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PEERINGS_FIELD_NUMBER: _ClassVar[int]
+    PEERED_NETWORKS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    uid: str
+    subnets: _containers.RepeatedScalarFieldContainer[str]
+    routes: _containers.RepeatedCompositeFieldContainer[Route]
+    description: str
+    peerings: _containers.RepeatedCompositeFieldContainer[NetworkPeeringStatus]
+    peered_networks: _containers.RepeatedCompositeFieldContainer[PeeredNetwork]
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    etag: str
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[str] = ..., subnets: _Optional[_Iterable[str]] = ..., routes: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., description: _Optional[str] = ..., peerings: _Optional[_Iterable[_Union[NetworkPeeringStatus, _Mapping]]] = ..., peered_networks: _Optional[_Iterable[_Union[PeeredNetwork, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ...) -> None: ...
+
+class RemoteRef(_message.Message):
+    __slots__ = ("namespace", "network", "uid")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    network: str
+    uid: str
+    def __init__(self, namespace: _Optional[str] = ..., network: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
+
+class Peering(_message.Message):
+    __slots__ = ("name", "remote", "description", "ttl", "phase", "reason", "message", "last_phase_transition_time", "expires_at", "remote_uid", "network_uid", "create_time", "etag")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LAST_PHASE_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_UID_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_UID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    remote: RemoteRef
+    description: str
+    ttl: _duration_pb2.Duration
+    phase: Phase
+    reason: str
+    message: str
+    last_phase_transition_time: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    remote_uid: str
+    network_uid: str
+    create_time: _timestamp_pb2.Timestamp
+    etag: str
+    def __init__(self, name: _Optional[str] = ..., remote: _Optional[_Union[RemoteRef, _Mapping]] = ..., description: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., phase: _Optional[_Union[Phase, str]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., last_phase_transition_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remote_uid: _Optional[str] = ..., network_uid: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ...) -> None: ...
+
+class CreateNetworkRequest(_message.Message):
+    __slots__ = ("parent", "network_id", "network")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_ID_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    network_id: str
+    network: Network
+    def __init__(self, parent: _Optional[str] = ..., network_id: _Optional[str] = ..., network: _Optional[_Union[Network, _Mapping]] = ...) -> None: ...
+
+class GetNetworkRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListNetworksRequest(_message.Message):
+    __slots__ = ("parent", "page_size", "page_token")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    page_size: int
+    page_token: str
+    def __init__(self, parent: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListNetworksResponse(_message.Message):
+    __slots__ = ("networks", "next_page_token")
+    NETWORKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    networks: _containers.RepeatedCompositeFieldContainer[Network]
+    next_page_token: str
+    def __init__(self, networks: _Optional[_Iterable[_Union[Network, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdateNetworkRequest(_message.Message):
+    __slots__ = ("network", "update_mask")
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    network: Network
+    update_mask: _field_mask_pb2.FieldMask
+    def __init__(self, network: _Optional[_Union[Network, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+
+class DeleteNetworkRequest(_message.Message):
+    __slots__ = ("name", "etag")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    etag: str
+    def __init__(self, name: _Optional[str] = ..., etag: _Optional[str] = ...) -> None: ...
+
+class CreatePeeringRequest(_message.Message):
+    __slots__ = ("parent", "peering_id", "peering")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    PEERING_ID_FIELD_NUMBER: _ClassVar[int]
+    PEERING_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    peering_id: str
+    peering: Peering
+    def __init__(self, parent: _Optional[str] = ..., peering_id: _Optional[str] = ..., peering: _Optional[_Union[Peering, _Mapping]] = ...) -> None: ...
+
+class GetPeeringRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListPeeringsRequest(_message.Message):
+    __slots__ = ("parent", "page_size", "page_token")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    page_size: int
+    page_token: str
+    def __init__(self, parent: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListPeeringsResponse(_message.Message):
+    __slots__ = ("peerings", "next_page_token")
+    PEERINGS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    peerings: _containers.RepeatedCompositeFieldContainer[Peering]
+    next_page_token: str
+    def __init__(self, peerings: _Optional[_Iterable[_Union[Peering, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdatePeeringRequest(_message.Message):
+    __slots__ = ("peering", "update_mask")
+    PEERING_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    peering: Peering
+    update_mask: _field_mask_pb2.FieldMask
+    def __init__(self, peering: _Optional[_Union[Peering, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+
+class DeletePeeringRequest(_message.Message):
+    __slots__ = ("name", "etag")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    etag: str
+    def __init__(self, name: _Optional[str] = ..., etag: _Optional[str] = ...) -> None: ...
+
+class CreateTokenRequest(_message.Message):
+    __slots__ = ("namespaces", "description")
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    description: str
+    def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ...) -> None: ...
+
+class CreateTokenResponse(_message.Message):
+    __slots__ = ("token", "token_id", "namespaces")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    token_id: str
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, token: _Optional[str] = ..., token_id: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetCallerRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Caller(_message.Message):
+    __slots__ = ("token_id", "namespaces", "admin")
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    token_id: str
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    admin: bool
+    def __init__(self, token_id: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., admin: _Optional[bool] = ...) -> None: ...

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks, reusing what is there:
+#   - Debian packages: OVN central + host, Open vSwitch, iproute2, ...
+#   - the Python environment in .venv (netpeer in editable mode, with dev extras)
+#   - with --pulumi: the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh)
+# Safe to re-run. Prints progress on stderr.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { echo "setup: $*" >&2; }
+
+want_pulumi=0
+for arg in "$@"; do
+  case "$arg" in
+    --pulumi) want_pulumi=1 ;;
+    *) echo "setup: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+# --- Debian packages ---------------------------------------------------------
+APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  say "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq >&2
+  # policy-rc.d keeps the packages' own init scripts from starting system-wide daemons.
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod +x /usr/sbin/policy-rc.d
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  $SUDO rm -f /usr/sbin/policy-rc.d
+else
+  say "Debian packages present"
+fi
+
+# --- Python environment ------------------------------------------------------
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.netpeer-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  say "installing Python packages into .venv"
+  .venv/bin/pip install -q --upgrade pip >&2
+  .venv/bin/pip install -q -e '.[dev]' >&2
+  touch "$stamp"
+else
+  say "Python environment up to date"
+fi
+
+# --- Pulumi CLI --------------------------------------------------------------
+if [ "$want_pulumi" = 1 ]; then
+  bash scripts/install-pulumi.sh
+fi
