@@ -23,7 +23,7 @@ from ovsdbapp.backend.ovs_idl import connection, idlutils
 from ovsdbapp.schema.ovn_northbound import impl_idl
 
 from netpeer.core.dataplane import Row
-from netpeer.errors import Unavailable
+from netpeer.errors import FailedPrecondition, Unavailable
 from netpeer.ovn import names
 
 LOG = logging.getLogger(__name__)
@@ -73,6 +73,10 @@ def _norm(value):
     return value
 
 
+class ForeignRowConflict(RuntimeError):
+    """A row that is not ours has the name of one of our rows."""
+
+
 class SyncNetworks(ovs_command.BaseCommand):
     """Make the rows of each network in ``desired`` (uid -> rows, or None to
     remove the network) match. With ``orphans_except`` set, also delete every
@@ -100,8 +104,13 @@ class SyncNetworks(ovs_command.BaseCommand):
                  self._lookup("Address_Set", names.address_set(uid, 4)),
                  self._lookup("Address_Set", names.address_set(uid, 6))]
         for root in roots:
-            if root is None or not self._ours(root):
+            if root is None:
                 continue
+            if not self._ours(root):
+                # Never adopt, change or shadow a row someone else made.
+                raise ForeignRowConflict(
+                    f"{root._table.name} {root.name} exists but is not owned by netpeer "
+                    f"(owner {self.owner!r}); remove or rename it so network {uid} can be programmed")
             found[root.external_ids[names.ID]] = (root, None, None)
             for table, column in CHILD_COLUMNS:
                 if root._table.name != table:
@@ -245,6 +254,8 @@ class OvnBackend:
                 txn.add(cmd)
         except Unavailable:
             raise
+        except ForeignRowConflict as exc:
+            raise FailedPrecondition(f"OVN: {exc}; nothing was changed") from exc
         except Exception as exc:
             if not api.idl._session.is_connected() or "timed out" in str(exc).lower() \
                     or exc.__class__.__name__ == "TimeoutException":
