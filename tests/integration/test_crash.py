@@ -1,0 +1,158 @@
+"""kill -9 of netpeerd in the middle of a workload: after a restart every
+acknowledged write is there, and OVN converges with no duplicate row."""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from netpeer import errors
+from netpeer.api.client import Client
+from netpeer.ovn import names
+from netpeer.ovn.backend import OvnBackend
+from netpeer.service import Service
+from netpeer.store.sqlite import SqliteStore
+from tests.conftest import ADMIN_TOKEN
+
+
+class Daemon:
+    """netpeerd as a real separate process, so it can be killed with SIGKILL."""
+
+    def __init__(self, ovn, directory):
+        self.dir = directory
+        self.socket = directory / "netpeer.sock"
+        (directory / "admin.token").write_text(ADMIN_TOKEN + "\n")
+        self.config = directory / "netpeerd.toml"
+        self.config.write_text(
+            f'listen = "unix://{self.socket}"\nstore = "{directory / "netpeer.db"}"\n'
+            f'ovn_nb = "{ovn.nb_remote}"\nadmin_token_file = "{directory / "admin.token"}"\n'
+            'sweep_interval = "1s"\n')
+        self.proc = None
+
+    def start(self):
+        self.socket.unlink(missing_ok=True)
+        log = open(self.dir / "netpeerd.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "netpeer.cli.main", "serve", "--config", str(self.config)],
+                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with Client(f"unix://{self.socket}", ADMIN_TOKEN, timeout=2) as c:
+                    c.caller()
+                return
+            except errors.NetpeerError:
+                time.sleep(0.05)
+        raise AssertionError("netpeerd did not come up: " + (self.dir / "netpeerd.log").read_text()[-2000:])
+
+    def sweeps(self) -> int:
+        return (self.dir / "netpeerd.log").read_text().count("netpeerd: sweep:")
+
+    def wait_first_sweep(self, before: int, timeout: float = 30) -> None:
+        """The startup sweep is what removes rows of writes that died between
+        the OVN commit and the store commit."""
+        deadline = time.monotonic() + timeout
+        while self.sweeps() <= before:
+            assert time.monotonic() < deadline, "netpeerd never swept after restart"
+            time.sleep(0.05)
+
+    def kill9(self):
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def daemon(ovn, state_dir):
+    d = Daemon(ovn, state_dir)
+    d.start()
+    yield d
+    d.stop()
+
+
+def workload(endpoint, token_a, token_b, acked, stop, seed):
+    """Creates, binds and deletes; records (op, key) for every acknowledged call."""
+    rnd = random.Random(seed)
+    i = 0
+    while not stop.is_set():
+        try:
+            with Client(endpoint, token_a, timeout=5) as a, Client(endpoint, token_b, timeout=5) as b:
+                while not stop.is_set():
+                    i += 1
+                    k = f"n{seed}x{i}"
+                    a.create_network("team-a", k, [f"10.{(i % 200) + 1}.{seed % 250}.0/24"])
+                    acked.append(("network", "team-a", k))
+                    b.create_network("team-b", k, [f"172.16.{i % 250}.0/24"])
+                    acked.append(("network", "team-b", k))
+                    a.create_peering("team-a", k, "to-b", k, "team-b")
+                    acked.append(("peering", "team-a", k))
+                    b.create_peering("team-b", k, "to-a", k, "team-a")
+                    acked.append(("peering", "team-b", k))
+                    if rnd.random() < 0.3:
+                        b.delete_peering("team-b", k, "to-a")
+                        acked.append(("deleted-peering", "team-b", k))
+        except errors.NetpeerError:
+            time.sleep(0.05)  # the daemon is down: retry with a new key
+
+
+def test_kill9_loses_no_acknowledged_write(ovn, daemon, state_dir):
+    endpoint = f"unix://{daemon.socket}"
+    with Client(endpoint, ADMIN_TOKEN) as admin:
+        token_a = admin.create_token(["team-a"])["token"]
+        token_b = admin.create_token(["team-b"])["token"]
+    acked: list = []
+    rnd = random.Random(7)
+    kills = 3
+    for round_ in range(kills):
+        stop = threading.Event()
+        worker = threading.Thread(target=workload, args=(endpoint, token_a, token_b, acked, stop, round_))
+        worker.start()
+        time.sleep(0.5 + rnd.random())
+        daemon.kill9()
+        stop.set()
+        worker.join(30)
+        before = daemon.sweeps()
+        daemon.start()
+        daemon.wait_first_sweep(before)
+    daemon.stop()
+    assert len(acked) > 20, "the workload made too little progress to mean anything"
+
+    store = SqliteStore(state_dir / "netpeer.db")
+    backend = OvnBackend(ovn.nb_remote)
+    assert backend.wait_connected(30)
+    try:
+        with store.read() as tx:
+            for op, ns, k in acked:
+                from netpeer.core.models import NetworkKey, PeeringKey
+                if op == "network":
+                    assert tx.get_network(NetworkKey(ns, k)) is not None, (op, ns, k)
+                elif op == "peering":
+                    deleted = ("deleted-peering", ns, k) in acked
+                    got = tx.get_peering(PeeringKey(ns, k, "to-a" if ns == "team-b" else "to-b"))
+                    assert (got is None) == deleted, (op, ns, k)
+        # No duplicate rows: every netpeer:id appears once.
+        counts = collections.Counter(r[names.ID] for rows in backend.owned_rows().values() for r in rows)
+        assert counts and max(counts.values()) == 1, [k for k, v in counts.items() if v > 1][:5]
+        # Converged: the daemon's own sweeps left nothing to repair.
+        report = Service(store, backend).repair()
+        assert report.errors == 0
+        assert report.repaired_rows == 0, report
+    finally:
+        backend.close()
+        store.close()
