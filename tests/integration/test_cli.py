@@ -1,0 +1,136 @@
+"""The newcomer's walk with the real `netpeer` command: dev up, two tenants,
+the whole life of a peering, errors as one line, dev down."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def netpeer(*args, env=None, check=True):
+    proc = subprocess.run([sys.executable, "-m", "netpeer.cli.main", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"netpeer {' '.join(args)} failed: {proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def dev(state_dir):
+    env = {**os.environ, "NETPEER_DEV_DIR": str(state_dir / "dev")}
+    for k in ("NETPEER_ENDPOINT", "NETPEER_TOKEN", "NETPEER_NAMESPACE"):
+        env.pop(k, None)
+    try:
+        up = netpeer("dev", "up", "--sweep-interval", "1s", env=env)
+        for line in up.stdout.splitlines():
+            key, _, value = line.removeprefix("export ").partition("=")
+            env[key] = value
+        yield env
+    finally:
+        netpeer("dev", "down", env=env, check=False)
+
+
+def as_tenant(env, token):
+    return {**env, "NETPEER_TOKEN": token}
+
+
+def test_walkthrough(dev):
+    assert dev["NETPEER_ENDPOINT"].startswith("unix://") and dev["NETPEER_TOKEN"].startswith("np_")
+    status = json.loads(netpeer("dev", "status", "-o", "json", env=dev).stdout)
+    assert {d["name"]: d["state"] for d in status["daemons"]}["netpeerd"] == "running"
+    nb = status["nb_remote"]
+
+    ta = netpeer("token", "create", "--namespace", "team-a", env=dev).stdout.strip()
+    tb = netpeer("token", "create", "--namespace", "team-b", env=dev).stdout.strip()
+    a, b = as_tenant(dev, ta), as_tenant(dev, tb)
+
+    net_a = json.loads(netpeer("network", "create", "net-a", "--subnet", "10.1.0.0/24", "-o", "json", env=a).stdout)
+    assert set(net_a) >= {"name", "namespace", "uid", "subnets", "routes", "peerings", "peered_networks"}
+    assert net_a["namespace"] == "team-a"  # the token's only namespace is the default
+    netpeer("network", "create", "net-b", "--subnet", "10.2.0.0/24", "--route", "10.9.0.0/24", env=b)
+
+    p = json.loads(netpeer("peering", "create", "net-a", "to-b", "team-b/net-b", "-o", "json", env=a).stdout)
+    assert set(p) >= {"name", "network", "remote_namespace", "remote_network", "remote_uid", "phase", "reason",
+                      "last_phase_transition_time", "expires_at"}
+    assert (p["phase"], p["reason"]) == ("Pending", "AwaitingRemote")
+    assert p["last_phase_transition_time"].endswith("Z") and p["expires_at"].endswith("Z")
+    table = netpeer("peering", "list", "net-a", env=a).stdout
+    assert "| to-b " in table and "PENDING" in table.upper()
+
+    q = json.loads(netpeer("peering", "create", "net-b", "to-a", "team-a/net-a", "-o", "json", env=b).stdout)
+    assert q["phase"] == "Bound"
+    ports = subprocess.run(["ovn-nbctl", f"--db={nb}", "--bare", "--columns=name", "list", "Logical_Router_Port"],
+                           capture_output=True, text=True, check=True).stdout
+    assert ports.count("np-peer-") == 2
+    shown = json.loads(netpeer("network", "show", "net-a", "-o", "json", env=a).stdout)
+    assert shown["peered_networks"][0]["name"] == "net-b"
+
+    # Refused delete, as one line naming the peering.
+    r = netpeer("network", "delete", "net-a", env=a, check=False)
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and "to-b" in r.stderr and "Traceback" not in r.stderr
+
+    # Withdraw: Pending with RemoteWithdrawn, peer ports gone.
+    netpeer("peering", "delete", "net-b", "to-a", env=b)
+    p = json.loads(netpeer("peering", "show", "net-a", "to-b", "-o", "json", env=a).stdout)
+    assert (p["phase"], p["reason"]) == ("Pending", "RemoteWithdrawn")
+    ports = subprocess.run(["ovn-nbctl", f"--db={nb}", "--bare", "--columns=name", "list", "Logical_Router_Port"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "np-peer-" not in ports
+
+    # Failed on overlap.
+    netpeer("network", "create", "net-c", "--subnet", "10.1.0.0/16", env=b)
+    netpeer("peering", "create", "net-c", "to-a", "team-a/net-a", env=b)
+    netpeer("peering", "create", "net-a", "to-c", "team-b/net-c", env=a)
+    f = json.loads(netpeer("peering", "show", "net-a", "to-c", "-o", "json", env=a).stdout)
+    assert (f["phase"], f["reason"]) == ("Failed", "OverlappingPrefixes") and "10.1.0.0/16" in f["message"]
+
+    # TTL expiry with a short TTL: the sweep deletes it.
+    netpeer("peering", "create", "net-a", "short", "team-x/nowhere", "--ttl", "2s", env=a)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if netpeer("peering", "show", "net-a", "short", env=a, check=False).returncode != 0:
+            break
+        time.sleep(0.5)
+    r = netpeer("peering", "show", "net-a", "short", env=a, check=False)
+    assert r.returncode == 1 and "not found" in r.stderr
+
+
+def test_errors_are_one_line(dev):
+    ta = netpeer("token", "create", "--namespace", "team-a", env=dev).stdout.strip()
+    a = as_tenant(dev, ta)
+    for args, needle in [
+        (("network", "create", "bad_name", "--subnet", "10.0.0.0/24"), "network: 'bad_name'"),
+        (("network", "create", "ok", "--subnet", "10.0.0.1/24"), "did you mean 10.0.0.0/24"),
+        (("peering", "create", "ok", "p", "a/b/c"), "remote: 'a/b/c'"),
+        (("peering", "create", "ok", "p", "x", "--ttl", "forever"), "--ttl: 'forever'"),
+        (("network", "show", "nope"), "network team-a/nope not found"),
+        (("network", "list", "-n", "team-b"), "does not grant namespace 'team-b'"),
+        (("network", "list", "--token", "np_bad_token"), "invalid token"),
+        (("network", "list", "--endpoint", "unix:///nonexistent.sock"), "error:"),
+    ]:
+        r = netpeer(*args, env=a, check=False)
+        assert r.returncode != 0, args
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
+        assert needle in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+
+
+def test_dev_down_stops_everything(state_dir):
+    env = {**os.environ, "NETPEER_DEV_DIR": str(state_dir / "dev")}
+    netpeer("dev", "up", env=env)
+    status = json.loads(netpeer("dev", "status", "-o", "json", env=env).stdout)
+    pids = [d["pid"] for d in status["daemons"] if d["pid"]]
+    assert len(pids) == 4  # NB, SB, northd, netpeerd
+    netpeer("dev", "up", env=env)  # idempotent: same daemons
+    again = json.loads(netpeer("dev", "status", "-o", "json", env=env).stdout)
+    assert [d["pid"] for d in again["daemons"] if d["pid"]] == pids
+    netpeer("dev", "down", env=env)
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    r = netpeer("dev", "status", env=env, check=False)
+    assert r.returncode == 3 and "stopped" in r.stdout
