@@ -14,7 +14,7 @@ from google.protobuf import field_mask_pb2
 from netpeer.api import convert
 from netpeer.api.errors import from_rpc_error
 from netpeer.core.validate import format_duration
-from netpeer.errors import InvalidArgument
+from netpeer.errors import InvalidArgument, Unavailable
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 
@@ -82,6 +82,7 @@ def channel(endpoint: str, ca_cert: str | None = None, client_cert: str | None =
 class Client:
     def __init__(self, endpoint: str, token: str | None, ca_cert: str | None = None,
                  client_cert: str | None = None, client_key: str | None = None, timeout: float = 60.0):
+        self.endpoint = endpoint
         self._channel = channel(endpoint, ca_cert, client_cert, client_key)
         self._net = pb_grpc.NetworkServiceStub(self._channel)
         self._tok = pb_grpc.TokenServiceStub(self._channel)
@@ -101,6 +102,9 @@ class Client:
         try:
             return method(request, metadata=self._metadata, timeout=self.timeout)
         except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or ""):
+                raise Unavailable(f"cannot reach netpeerd at {self.endpoint} (is it running? try "
+                                  f"'netpeer dev status'): {exc.details().split(';')[-1].strip()}") from None
             raise from_rpc_error(exc) from None
 
     # tokens

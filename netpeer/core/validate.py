@@ -40,7 +40,7 @@ def name(field: str, value: object, *, peering: bool = False) -> str:
         raise InvalidArgument.for_field(field, value, "is required")
     if len(value) > NAME_MAX:
         raise InvalidArgument.for_field(field, value, f"is longer than {NAME_MAX} characters")
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         raise InvalidArgument.for_field(
             field, value,
             "is not a valid name: use 1-63 ASCII letters, digits and dashes, "
@@ -195,7 +195,7 @@ def ttl(field: str, value: object) -> timedelta:
             raise InvalidArgument.for_field(field, value, f"must be between {_fmt(TTL_MIN)} and {_fmt(TTL_MAX)}")
         td = timedelta(seconds=value)
     elif isinstance(value, str):
-        m = _TTL.match(value)
+        m = _TTL.fullmatch(value)
         if not m or len(m.group(1)) > 12:
             raise InvalidArgument.for_field(field, value, "is not a duration (like 90s, 30m, 12h, 7d)")
         td = timedelta(seconds=int(m.group(1)) * _TTL_UNITS[m.group(2)])

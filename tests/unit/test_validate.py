@@ -1,0 +1,61 @@
+from datetime import timedelta
+
+import pytest
+
+from netpeer.core import validate
+from netpeer.core.models import Route
+from netpeer.errors import InvalidArgument
+
+
+@pytest.mark.parametrize("name", ["a", "net-1", "A" + "b" * 62, "x-y-z"])
+def test_good_names(name):
+    assert validate.name("network", name) == name
+
+
+@pytest.mark.parametrize("name", ["", "1a", "-a", "a-", "a_b", "a.b", "a" * 64, "é", "a b", "a\n"])
+def test_bad_names(name):
+    with pytest.raises(InvalidArgument, match="^network: "):
+        validate.name("network", name)
+
+
+@pytest.mark.parametrize("name", ["internal", "external", "INTERNAL"])
+def test_reserved_peering_names(name):
+    validate.name("network", name)  # fine for networks
+    with pytest.raises(InvalidArgument, match="is reserved"):
+        validate.name("peering", name, peering=True)
+
+
+def test_prefixes_normalise_and_parse_routes():
+    subnets, routes = validate.prefixes(["10.0.0.0/24", "fd00::/64"], ["10.9.0.0/24 via 10.0.0.5", "fd09::/48"])
+    assert subnets == ("10.0.0.0/24", "fd00::/64")
+    assert routes == (Route("10.9.0.0/24", "10.0.0.5"), Route("fd09::/48"))
+
+
+@pytest.mark.parametrize("subnets,routes,message", [
+    (["10.0.0.0/24"], ["10.0.0.0/25"], r"routes\[0\].prefix: '10.0.0.0/25' overlaps subnets\[0\]"),
+    (["10.0.0.0/24"], ["10.9.0.0/24 via 10.0.0.1"], "reserved address"),
+    (["10.0.0.0/24"], ["10.9.0.0/24 by 10.0.0.5"], "is not a route"),
+    (["10.0.0.0/24"] * 2, [], "duplicates"),
+    (["10.0.0.0/24"], ["0.0.0.0/0"], "covers every address"),
+    (["fd00::/64"], ["10.9.0.0/24"], "needs an IPv4 subnet"),
+    (["10/8"], [], "is not a CIDR prefix"),
+])
+def test_bad_prefixes(subnets, routes, message):
+    with pytest.raises(InvalidArgument, match=message):
+        validate.prefixes(subnets, routes)
+
+
+@pytest.mark.parametrize("text,seconds", [("90s", 90), ("30m", 1800), ("12h", 43200), ("7d", 604800), (" 5 ", 5), (60, 60)])
+def test_ttl(text, seconds):
+    assert validate.ttl("ttl", text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("value", ["0s", "-1s", "366d", "1y", "", "1.5h", True, None, float("nan"), 10 ** 40])
+def test_bad_ttl(value):
+    with pytest.raises(InvalidArgument, match="^ttl: "):
+        validate.ttl("ttl", value)
+
+
+def test_format_duration_round_trips():
+    for text in ("7d", "90s", "12h", "5m"):
+        assert validate.format_duration(validate.ttl("ttl", text)) == text
