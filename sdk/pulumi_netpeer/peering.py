@@ -1,0 +1,89 @@
+"""``NetworkPeering``: one side's consent to peer its network with another."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import pulumi
+from pulumi.dynamic import Resource
+
+from netpeer_provider import NetworkPeeringProvider
+from pulumi_netpeer import _registry
+
+
+@dataclasses.dataclass
+class NetworkPeeringArgs:
+    network: pulumi.Input[str]
+    remote_network: pulumi.Input[str]
+    name: Optional[pulumi.Input[str]] = None
+    namespace: Optional[pulumi.Input[str]] = None
+    remote_namespace: Optional[pulumi.Input[str]] = None
+    remote_uid: Optional[pulumi.Input[str]] = None
+    ttl: Optional[pulumi.Input[str]] = None
+    description: Optional[pulumi.Input[str]] = None
+    wait_for_bound: Optional[pulumi.Input[float]] = None
+
+
+class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
+    """One side's consent to peer ``network`` with ``remote_namespace/remote_network``.
+
+    The peering is **Pending** until the other side declares the matching
+    half, then **Bound** (traffic flows), or **Failed** when prefixes overlap.
+    The answer is the same whether the remote exists or not: if it stays
+    Pending, check the spelling on both sides.
+
+    :param network: the local network's name (e.g. ``my_network.name``).
+    :param remote_network: the other network's name.
+    :param remote_namespace: its namespace; defaults to this peering's namespace.
+    :param remote_uid: pins the remote network's identity (learned on binding otherwise).
+    :param ttl: how long the peering may stay Pending or Failed before it is deleted
+        (``"90s"``, ``"12h"``, ``"7d"``; default 7 days).
+    :param wait_for_bound: seconds ``pulumi up`` waits for Bound; if it is not Bound
+        in time the update fails with the phase and reason (and a newly created half
+        is withdrawn again). 0 (default) does not wait.
+
+    Changing the network, name, namespace or remote replaces the peering;
+    description and ttl update in place.
+    """
+
+    namespace: pulumi.Output[str]
+    network: pulumi.Output[str]
+    name: pulumi.Output[str]
+    remote_namespace: pulumi.Output[str]
+    remote_network: pulumi.Output[str]
+    remote_uid: pulumi.Output[Optional[str]]
+    """The remote network's uid: pinned, or learned when the peering bound."""
+    network_uid: pulumi.Output[str]
+    phase: pulumi.Output[str]
+    """``Pending``, ``Bound`` or ``Failed``."""
+    reason: pulumi.Output[str]
+    """``AwaitingRemote``, ``Bound``, ``OverlappingPrefixes`` or ``RemoteWithdrawn``."""
+    message: pulumi.Output[str]
+    last_phase_transition_time: pulumi.Output[str]
+    expires_at: pulumi.Output[Optional[str]]
+    """When a Pending or Failed peering will be deleted; unset while Bound."""
+    ttl: pulumi.Output[str]
+    description: pulumi.Output[str]
+
+    def __init__(self, resource_name: str, args: Optional[NetworkPeeringArgs] = None,
+                 opts: Optional[pulumi.ResourceOptions] = None, *,
+                 network: Optional[pulumi.Input[str]] = None, remote_network: Optional[pulumi.Input[str]] = None,
+                 name: Optional[pulumi.Input[str]] = None, namespace: Optional[pulumi.Input[str]] = None,
+                 remote_namespace: Optional[pulumi.Input[str]] = None, remote_uid: Optional[pulumi.Input[str]] = None,
+                 ttl: Optional[pulumi.Input[str]] = None, description: Optional[pulumi.Input[str]] = None,
+                 wait_for_bound: Optional[pulumi.Input[float]] = None):
+        if args is not None:
+            network, remote_network, name, namespace = args.network, args.remote_network, args.name, args.namespace
+            remote_namespace, remote_uid, ttl = args.remote_namespace, args.remote_uid, args.ttl
+            description, wait_for_bound = args.description, args.wait_for_bound
+        name = name if name is not None else resource_name
+        _registry.declare(namespace, network, name, f"as NetworkPeering {resource_name!r}")
+        props = {
+            "namespace": namespace, "network": network, "name": name, "remote_namespace": remote_namespace,
+            "remote_network": remote_network, "remote_uid": remote_uid, "ttl": ttl,
+            "description": description or "", "wait_for_bound": wait_for_bound or 0,
+            "phase": None, "reason": None, "message": None, "network_uid": None,
+            "last_phase_transition_time": None, "expires_at": None, "pinned_remote_uid": None,
+        }
+        super().__init__(NetworkPeeringProvider(), resource_name, props, opts)

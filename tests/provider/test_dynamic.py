@@ -1,0 +1,126 @@
+"""The providers through Pulumi's dynamic-provider server, against netpeerd."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from pulumi.runtime.proto import provider_pb2
+from pulumi.runtime.rpc import UNKNOWN
+
+from netpeer_provider import NetworkPeeringProvider, NetworkProvider
+from netpeer_provider.common import known
+from tests.provider.conftest import ProviderError
+
+NP, PP = NetworkProvider(), NetworkPeeringProvider()
+
+
+def configure(dynamic, netpeerd, namespace):
+    token = netpeerd.token(namespace)
+    dynamic.configure({"netpeer:endpoint": netpeerd.endpoint, "netpeer:token": token})
+    return token
+
+
+def test_provider_pickles_by_reference():
+    from pulumi.dynamic.dynamic import serialize_provider
+    raw = base64.b64decode(serialize_provider(PP))
+    assert len(raw) < 200 and b"netpeer_provider.peering" in raw and b"co_code" not in raw
+
+
+def test_check_names_the_field_and_tolerates_unknowns(dynamic, netpeerd):
+    configure(dynamic, netpeerd, "team-a")
+    _, failures = dynamic.check(NP, {"name": "net-a", "subnets": ["10.1.0.5/24"], "routes": []})
+    assert failures == [("subnets[0]", "subnets[0]: '10.1.0.5/24' has host bits set; did you mean 10.1.0.0/24?")]
+    _, failures = dynamic.check(PP, {"network": "net-a", "name": "internal", "remote_network": "x", "ttl": "1y"})
+    assert {f for f, _ in failures} == {"name", "ttl"}
+    inputs, failures = dynamic.check(PP, {"network": UNKNOWN, "name": "p", "remote_network": UNKNOWN, "ttl": "7d"})
+    assert failures == [] and not known(inputs["network"])
+    _, failures = dynamic.check(NP, {"name": "n", "subnets": UNKNOWN, "routes": [UNKNOWN]})
+    assert failures == []
+
+
+def test_lifecycle_through_the_dynamic_server(dynamic, netpeerd):
+    token_a = configure(dynamic, netpeerd, "team-a")
+    b = netpeerd.tenant("team-b")
+    b.create_network("team-b", "net-b", ["10.2.0.0/24"])
+
+    net_id, net = dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [],
+                                      "description": "A", "peerings": []})
+    assert net_id == "namespaces/team-a/networks/net-a" and net["namespace"] == "team-a" and net["uid"]
+    props = {"network": "net-a", "name": "to-b", "remote_namespace": "team-b", "remote_network": "net-b",
+             "description": "", "ttl": "7d", "wait_for_bound": 0}
+    pid, p = dynamic.create(PP, props)
+    assert pid == "namespaces/team-a/networks/net-a/peerings/to-b"
+    assert (p["phase"], p["reason"]) == ("Pending", "AwaitingRemote")
+    assert all(k in p for k in props)  # every input is in the outputs
+
+    b.create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
+    _, refreshed, inputs = dynamic.read(PP, pid, p)
+    assert refreshed["phase"] == "Bound" and refreshed["remote_uid"]
+    assert inputs["remote_network"] == "net-b"
+
+    # description updates in place; a remote change replaces (delete first).
+    d = dynamic.diff(PP, pid, refreshed, {**props, "description": "hello"})
+    assert d.changes == provider_pb2.DiffResponse.DIFF_SOME and list(d.replaces) == []
+    d = dynamic.diff(PP, pid, refreshed, {**props, "remote_network": "net-c"})
+    assert list(d.replaces) == ["remote_network"] and d.deleteBeforeReplace
+    d = dynamic.diff(PP, pid, refreshed, props)
+    assert d.changes == provider_pb2.DiffResponse.DIFF_NONE
+    updated = dynamic.update(PP, pid, refreshed, {**props, "description": "hello", "ttl": "2d"})
+    assert updated["description"] == "hello" and updated["ttl"] == "2d" and updated["phase"] == "Bound"
+
+    # Gone from the service: read says deleted; delete of a gone peering succeeds.
+    netpeerd.client(token_a).delete_peering("team-a", "net-a", "to-b")
+    gone_id, _, _ = dynamic.read(PP, pid, updated)
+    assert gone_id == ""
+    dynamic.delete(PP, pid, updated)
+    dynamic.delete(NP, net_id, net)
+    assert netpeerd.owned_rows().get("Logical_Router", []) and len(netpeerd.owned_rows()["Logical_Router"]) == 1
+
+
+def test_inline_peerings_and_conflict(dynamic, netpeerd):
+    configure(dynamic, netpeerd, "team-a")
+    b = netpeerd.tenant("team-b")
+    b.create_network("team-b", "net-b", ["10.2.0.0/24"])
+    b.create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
+    net_id, net = dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "",
+                                      "peerings": [{"name": "to-b", "remote_namespace": "team-b",
+                                                    "remote_network": "net-b"}]})
+    assert net["peerings"][0]["phase"] == "Bound" and net["peered_networks"][0]["name"] == "net-b"
+    # The same peering as a separate resource is refused, clearly.
+    with pytest.raises(ProviderError, match="managed either inline .* or as a NetworkPeering"):
+        dynamic.create(PP, {"network": "net-a", "name": "to-b", "remote_namespace": "team-b",
+                            "remote_network": "net-b", "description": "", "wait_for_bound": 0})
+    # A network whose inline peerings fail is not left behind.
+    with pytest.raises(ProviderError, match="one peering per remote network"):
+        dynamic.create(NP, {"name": "net-x", "subnets": ["10.3.0.0/24"], "routes": [], "description": "",
+                            "peerings": [{"name": "p1", "remote_network": "net-a"},
+                                         {"name": "p2", "remote_network": "net-a"}]})
+    assert [n["name"] for n in netpeerd.client(netpeerd.token("team-a")).list_networks("team-a")] == ["net-a"]
+    # Dropping the inline declaration withdraws it.
+    news = {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "", "peerings": []}
+    assert dynamic.diff(NP, net_id, net, news).changes == provider_pb2.DiffResponse.DIFF_SOME
+    out = dynamic.update(NP, net_id, net, news)
+    assert out["peerings"] == [] and out["peered_networks"] == []
+    assert b.get_peering("team-b", "net-b", "to-a")["reason"] == "RemoteWithdrawn"
+
+
+def test_service_errors_are_one_line(dynamic, netpeerd):
+    configure(dynamic, netpeerd, "team-a")
+    dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "",
+                        "peerings": []})
+    with pytest.raises(ProviderError) as info:
+        dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "",
+                            "peerings": []})
+    assert "network team-a/net-a already exists" in str(info.value)
+    assert "Traceback" not in str(info.value)
+
+
+def test_wait_for_bound_times_out_and_rolls_back(dynamic, netpeerd):
+    token = configure(dynamic, netpeerd, "team-a")
+    dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "",
+                        "peerings": []})
+    with pytest.raises(ProviderError, match=r"is Pending \(AwaitingRemote.*after wait_for_bound=1s"):
+        dynamic.create(PP, {"network": "net-a", "name": "to-b", "remote_namespace": "team-b",
+                            "remote_network": "net-b", "description": "", "wait_for_bound": 1})
+    assert netpeerd.client(token).list_peerings("team-a", "net-a") == []
