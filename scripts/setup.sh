@@ -17,7 +17,7 @@ for arg in "$@"; do
 done
 
 # --- Debian packages ---------------------------------------------------------
-APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps)
+APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps openssl)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

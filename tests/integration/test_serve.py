@@ -1,0 +1,107 @@
+"""`netpeer serve`: TLS (required off loopback), mutual TLS, health and reflection."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from netpeer import errors
+from netpeer.api.client import Client
+from netpeer.daemon import Config, serve
+from tests.conftest import ADMIN_TOKEN
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def pki(state_dir):
+    """A CA, a server certificate for localhost/127.0.0.1, a client certificate."""
+    d = state_dir / "pki"
+    d.mkdir()
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=netpeer-test-ca", cwd=d)
+    for name, san in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "subjectAltName=DNS:client")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN={name}", cwd=d)
+        (d / f"{name}.ext").write_text(san + "\n")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
+    return d
+
+
+def run_serve(ovn, state_dir, listen, tls: str = ""):
+    (state_dir / "admin.token").write_text(ADMIN_TOKEN)
+    cfg = state_dir / "netpeerd.toml"
+    cfg.write_text(f'listen = "{listen}"\nstore = "netpeer.db"\novn_nb = "{ovn.nb_remote}"\n'
+                   f'admin_token_file = "admin.token"\n{tls}')
+    ready, stop = threading.Event(), threading.Event()
+    thread = threading.Thread(target=serve, args=(Config.load(cfg), ready, stop), daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    return stop, thread
+
+
+def test_tls_required_off_loopback(ovn, state_dir):
+    (state_dir / "c.toml").write_text(f'listen = "0.0.0.0:{free_port()}"\nstore = "x.db"\novn_nb = "{ovn.nb_remote}"\n')
+    with pytest.raises(errors.InvalidArgument, match="listen: '0.0.0.0:.*' is not loopback or a unix socket"):
+        serve(Config.load(state_dir / "c.toml"), threading.Event(), threading.Event())
+
+
+def test_tls_and_mutual_tls(ovn, state_dir, pki):
+    port = free_port()
+    tls = (f'[tls]\ncert = "{pki}/server.crt"\nkey = "{pki}/server.key"\nclient_ca = "{pki}/ca.crt"\n')
+    stop, thread = run_serve(ovn, state_dir, f"127.0.0.1:{port}", tls)
+    try:
+        endpoint = f"localhost:{port}"
+        with Client(endpoint, ADMIN_TOKEN, ca_cert=str(pki / "ca.crt"), client_cert=str(pki / "client.crt"),
+                    client_key=str(pki / "client.key"), timeout=10) as c:
+            assert c.caller()["admin"] is True
+        with Client(endpoint, ADMIN_TOKEN, ca_cert=str(pki / "ca.crt"), timeout=5) as c:
+            with pytest.raises(errors.NetpeerError):
+                c.caller()  # no client certificate: refused by the TLS handshake
+        with Client(endpoint, ADMIN_TOKEN, timeout=5) as c:
+            with pytest.raises(errors.NetpeerError):
+                c.caller()  # plaintext against a TLS listener
+        # The CLI speaks TLS too.
+        out = subprocess.run([sys.executable, "-m", "netpeer.cli.main", "token", "whoami", "-o", "json",
+                              "--endpoint", endpoint, "--token", ADMIN_TOKEN, "--ca-cert", str(pki / "ca.crt"),
+                              "--client-cert", str(pki / "client.crt"), "--client-key", str(pki / "client.key")],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and '"admin": true' in out.stdout, out.stderr
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def test_health_and_reflection(ovn, state_dir):
+    sock = state_dir / "np.sock"
+    stop, thread = run_serve(ovn, state_dir, f"unix://{sock}")
+    try:
+        with grpc.insecure_channel(f"unix://{sock}") as ch:
+            health = health_pb2_grpc.HealthStub(ch)
+            for service in ("", "netpeer.v1.NetworkService"):
+                r = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+                assert r.status == health_pb2.HealthCheckResponse.SERVING
+            refl = reflection_pb2_grpc.ServerReflectionStub(ch)
+            responses = refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
+                                                  timeout=5)
+            names = {s.name for r in responses for s in r.list_services_response.service}
+            assert {"netpeer.v1.NetworkService", "netpeer.v1.TokenService", "grpc.health.v1.Health"} <= names
+    finally:
+        stop.set()
+        thread.join(10)
