@@ -2,16 +2,16 @@
 # Installs what a fresh machine lacks, reusing what is there:
 #   - Debian packages: OVN central + host, Open vSwitch, iproute2, ...
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
-#   - with --pulumi: the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh)
-# Safe to re-run. Prints progress on stderr.
+#   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
+# Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "setup: $*" >&2; }
 
-want_pulumi=0
+want_pulumi=1
 for arg in "$@"; do
   case "$arg" in
-    --pulumi) want_pulumi=1 ;;
+    --no-pulumi) want_pulumi=0 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -53,5 +53,5 @@ fi
 
 # --- Pulumi CLI --------------------------------------------------------------
 if [ "$want_pulumi" = 1 ]; then
-  bash scripts/install-pulumi.sh
+  bash scripts/install-pulumi.sh >/dev/null
 fi

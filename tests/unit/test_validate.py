@@ -59,3 +59,13 @@ def test_bad_ttl(value):
 def test_format_duration_round_trips():
     for text in ("7d", "90s", "12h", "5m"):
         assert validate.format_duration(validate.ttl("ttl", text)) == text
+
+
+def test_pulumi_cli_and_sdk_versions_match():
+    """scripts/install-pulumi.sh builds the CLI at the version of the pinned SDK."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    sdk = re.search(r'"pulumi==([0-9.]+)"', (root / "pyproject.toml").read_text()).group(1)
+    cli = re.search(r"^DEFAULT_PULUMI_VERSION=([0-9.]+)$", (root / "scripts/install-pulumi.sh").read_text(), re.M).group(1)
+    assert sdk == cli

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Build the Pulumi CLI and a Python language host from Go modules, once, and cache them.
+#
+#   PULUMI_BIN=$(bash scripts/install-pulumi.sh)   # last stdout line = the bin directory
+#   export PATH="$PULUMI_BIN:$PATH"
+#
+# Result: ${NETPEER_CACHE_DIR:-$HOME/.cache/netpeer}/pulumi/vX.Y.Z/bin/ with
+#   pulumi                          the real CLI (github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+#   pulumi-language-python          Python language host (scripts/pulumi-helpers/pulumi-language-python,
+#                                   built against github.com/pulumi/pulumi/sdk/v3 of the same release)
+#   pulumi-language-python-exec     the SDK's program runner script (from the sdk/v3 module)
+#   pulumi-resource-pulumi-python   the SDK's dynamic-provider launcher (from the sdk/v3 module)
+#
+# Why not `go install .../cmd/pulumi@vX`: pkg/go.mod has replace directives, which `go install` refuses.
+# We build in a throwaway wrapper module that requires pkg/v3 and sdk/v3 at the same release and repeats
+# the release's non-local replace lines. The upstream language host module
+# (sdk/python/cmd/pulumi-language-python/v3) has no tags and is not served by the module proxy we can
+# reach, hence our own small host in scripts/pulumi-helpers/.
+#
+# Environment:
+#   PULUMI_VERSION     release to build (default below; must match the `pulumi` Python SDK pin)
+#   NETPEER_CACHE_DIR  cache root (default $HOME/.cache/netpeer)
+#   GO                 go binary to use (default: `go` on PATH, else /usr/local/go/bin/go)
+# Go's own module and build caches (GOMODCACHE, GOCACHE) are used as usual, so rebuilds are fast.
+set -euo pipefail
+
+DEFAULT_PULUMI_VERSION=3.259.0
+# Bump when the build recipe changes in a way that must invalidate cached binaries.
+RECIPE=1
+
+log() { printf 'install-pulumi: %s\n' "$*" >&2; }
+die() { printf 'install-pulumi: error: %s\n' "$*" >&2; exit 1; }
+
+ver="${PULUMI_VERSION:-$DEFAULT_PULUMI_VERSION}"
+ver="${ver#v}"
+[[ "$ver" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "PULUMI_VERSION must look like 3.259.0, got '$ver'"
+V="v$ver"
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+helper_src="$script_dir/pulumi-helpers/pulumi-language-python/main.go"
+[[ -f "$helper_src" ]] || die "missing $helper_src"
+
+cache_root="${NETPEER_CACHE_DIR:-$HOME/.cache/netpeer}"
+prefix="$cache_root/pulumi/$V"
+bin="$prefix/bin"
+programs=(pulumi pulumi-language-python pulumi-language-python-exec pulumi-resource-pulumi-python)
+
+stamp_value() {
+    { printf 'recipe=%s version=%s\n' "$RECIPE" "$V"; cat "$helper_src"; } | sha256sum | cut -d' ' -f1
+}
+
+cached_ok() {
+    local p
+    for p in "${programs[@]}"; do
+        [[ -x "$bin/$p" && -f "$bin/$p" ]] || return 1
+    done
+    [[ -f "$prefix/.stamp" && "$(cat "$prefix/.stamp")" == "$(stamp_value)" ]] || return 1
+    [[ "$(PULUMI_SKIP_UPDATE_CHECK=true "$bin/pulumi" version 2>/dev/null)" == "$V" ]] || return 1
+}
+
+if cached_ok; then
+    log "pulumi $V already built: $bin"
+    printf '%s\n' "$bin"
+    exit 0
+fi
+
+# --- Go toolchain -----------------------------------------------------------------------------------
+if [[ -n "${GO:-}" ]]; then
+    go_bin="$GO"
+elif command -v go >/dev/null 2>&1; then
+    go_bin="$(command -v go)"
+elif [[ -x /usr/local/go/bin/go ]]; then
+    go_bin=/usr/local/go/bin/go
+else
+    die "go not found: install Go (https://go.dev/dl) or put it on PATH (or set GO=/path/to/go); it is needed to build pulumi $V"
+fi
+"$go_bin" version >/dev/null 2>&1 || die "'$go_bin' does not run"
+
+mkdir -p "$prefix"
+# One builder at a time per version; a second caller waits and then finds the cache filled.
+exec 9>"$prefix/.lock"
+if command -v flock >/dev/null 2>&1; then
+    flock 9
+    if cached_ok; then
+        log "pulumi $V already built (by a concurrent run): $bin"
+        printf '%s\n' "$bin"
+        exit 0
+    fi
+fi
+
+log "building pulumi $V from Go modules (first time, several minutes)..."
+start=$(date +%s)
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/netpeer-pulumi-build.XXXXXX")"
+stage="$prefix/bin.new.$$"
+cleanup() {
+    rm -rf "$work" "$stage"
+    # Leave no empty version directory behind after a failed first build.
+    if [[ ! -d "$bin" ]]; then rm -f "$prefix/.lock" "$prefix/.stamp"; rmdir "$prefix" 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+
+# Keep the build independent of the caller's Go settings, but keep the caller's caches and proxy.
+export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+unset GOOS GOARCH GOBIN
+
+json_field() { # field name, json on stdin
+    sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" | head -n1
+}
+mod_json() { # module@version -> `go mod download -json` output (downloads into the module cache)
+    local out
+    if ! out="$(cd "$work" && "$go_bin" mod download -json "$1" 2>"$work/download.err")"; then
+        die "cannot download $1 from the Go module proxy: $(json_field Error <<<"$out"; cat "$work/download.err")"
+    fi
+    printf '%s\n' "$out"
+}
+
+cat >"$work/go.mod" <<EOF
+module netpeer.invalid/pulumi-build
+
+go 1.21
+EOF
+
+log "fetching github.com/pulumi/pulumi/{pkg,sdk}/v3@$V module metadata..."
+pkg_json="$(mod_json "github.com/pulumi/pulumi/pkg/v3@$V")"
+sdk_json="$(mod_json "github.com/pulumi/pulumi/sdk/v3@$V")"
+pkg_gomod="$(json_field GoMod <<<"$pkg_json")"
+sdk_dir="$(json_field Dir <<<"$sdk_json")"
+[[ -f "$pkg_gomod" && -d "$sdk_dir" ]] || die "module download for $V did not produce pkg go.mod / sdk source"
+
+# The pkg release must build against the sdk of the same release.
+grep -Eq "^[[:space:]]*github.com/pulumi/pulumi/sdk/v3 $V([[:space:]]|\$)" "$pkg_gomod" \
+    || die "github.com/pulumi/pulumi/pkg/v3@$V does not require sdk/v3 $V; pick another PULUMI_VERSION"
+
+# Go version the release needs vs the one we have.
+need_go="$(sed -n 's/^go \([0-9.]*\).*/\1/p' "$pkg_gomod" | head -n1)"
+have_go="$("$go_bin" env GOVERSION)"; have_go="${have_go#go}"
+if [[ -n "$need_go" ]] && [[ "$(printf '%s\n%s\n' "$need_go" "$have_go" | sort -V | head -n1)" != "$need_go" ]]; then
+    die "pulumi $V needs Go >= $need_go, but $go_bin is go$have_go"
+fi
+
+# Non-local replace directives of the release (local ones such as sdk/v3 => ../sdk are dropped).
+replaces="$(awk '
+    /^replace[[:space:]]*\($/ { inblock = 1; next }
+    inblock && /^\)/          { inblock = 0; next }
+    inblock                   { line = $0; sub(/^[[:space:]]+/, "", line) }
+    !inblock && /^replace /   { line = $0; sub(/^replace[[:space:]]+/, "", line) }
+    line != "" {
+        n = split(line, parts, "=>"); target = parts[2]; gsub(/^[[:space:]]+|[[:space:]]+$/, "", target)
+        if (n == 2 && target != "" && target !~ /^\.\.?\// && target !~ /^\//) print "replace " line
+        line = ""
+    }' "$pkg_gomod")"
+
+cat >"$work/go.mod" <<EOF
+module netpeer.invalid/pulumi-build
+
+go ${need_go:-1.21}
+
+require (
+	github.com/pulumi/pulumi/pkg/v3 $V
+	github.com/pulumi/pulumi/sdk/v3 $V
+)
+
+$replaces
+EOF
+mkdir -p "$work/cmd/pulumi-language-python"
+cp "$helper_src" "$work/cmd/pulumi-language-python/main.go"
+
+ldflags="-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$V"
+rm -rf "$stage" && mkdir -p "$stage"
+
+log "compiling pulumi (the big one; -p 2)..."
+(cd "$work" && "$go_bin" build -p 2 -trimpath -ldflags "$ldflags" -o "$stage/pulumi" \
+    github.com/pulumi/pulumi/pkg/v3/cmd/pulumi) || die "go build of pulumi $V failed (see messages above)"
+
+log "compiling pulumi-language-python..."
+(cd "$work" && "$go_bin" build -p 2 -trimpath -ldflags "$ldflags" -o "$stage/pulumi-language-python" \
+    ./cmd/pulumi-language-python) || die "go build of pulumi-language-python failed (see messages above)"
+
+# Helper scripts shipped inside the sdk module (read-only, not executable there).
+install -m 0755 "$sdk_dir/python/cmd/pulumi-language-python-exec" "$stage/pulumi-language-python-exec"
+install -m 0755 "$sdk_dir/python/dist/pulumi-resource-pulumi-python" "$stage/pulumi-resource-pulumi-python"
+
+got="$(PULUMI_SKIP_UPDATE_CHECK=true "$stage/pulumi" version 2>/dev/null || true)"
+[[ "$got" == "$V" ]] || die "built pulumi reports version '$got', expected $V"
+
+rm -rf "$bin"
+mv "$stage" "$bin"
+stamp_value >"$prefix/.stamp"
+
+log "built pulumi $V in $(( $(date +%s) - start ))s: $bin"
+printf '%s\n' "$bin"
