@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 from netpeer.ovn import daemons as daemons_mod
 from netpeer.ovn.daemons import OvnDaemonError, OvnDaemons
 
-from .conftest_ovn import ovn_central, ovn_chassis, ovn_daemons, ovn_state_dir, require_ovn  # noqa: F401
+from .conftest_ovn import ovn_central, ovn_daemons, ovn_state_dir, require_ovn  # noqa: F401
 
 CENTRAL = ("ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd")
 CHASSIS = ("ovsdb-server", "ovs-vswitchd", "ovn-controller")
@@ -188,6 +190,11 @@ def test_chassis_starts_registers_and_stops(ovn_daemons: OvnDaemons) -> None:
                      "ovn-bridge-datapath-type=netdev", f"system-id={d.system_id}"):
         assert expected in ids
     d.wait_hv_sync(timeout=10)
+    # ovs-vswitchd and its taps live in the chassis namespace, not in the host's.
+    assert d.chassis_netns_exists()
+    links = subprocess.run(["ip", "-n", d.chassis_netns, "-o", "link"], capture_output=True, text=True,
+                           check=True).stdout
+    assert "br-int" in links and "ovs-netdev" in links
     # Idempotent with the chassis too; the chassis name is stable.
     before, name = _running(d), d.system_id
     d.start(chassis=True)
@@ -196,8 +203,9 @@ def test_chassis_starts_registers_and_stops(ovn_daemons: OvnDaemons) -> None:
     for pid in before.values():
         assert not _alive(pid)
     assert not [p for p in d.state_dir.iterdir() if p.suffix in (".pid", ".sock", ".ctl", ".mgmt", ".snoop")]
+    assert not d.chassis_netns_exists(), "stop() left the chassis namespace behind"
     if not had_br_int:
-        assert not Path("/sys/class/net/br-int").exists(), "ovs-vswitchd left its br-int tap behind"
+        assert not Path("/sys/class/net/br-int").exists(), "a br-int tap appeared in the host namespace"
     # Restart after stop keeps the chassis name.
     d.start(chassis=True)
     assert d.system_id == name
@@ -218,3 +226,27 @@ def test_chassis_recovers_after_kill9_of_vswitchd_and_controller(ovn_daemons: Ov
     assert set(new) == set(CENTRAL + CHASSIS)
     assert new["ovs-vswitchd"] != old["ovs-vswitchd"] and new["ovn-controller"] != old["ovn-controller"]
     d.wait_hv_sync(timeout=10)
+
+
+@pytest.mark.chassis
+def test_two_chassis_coexist_on_one_host(ovn_daemons: OvnDaemons) -> None:
+    """The userspace datapath's taps (ovs-netdev, br-int) would collide in one
+    network namespace; each chassis has its own."""
+    require_ovn(chassis=True)
+    other_dir = tempfile.mkdtemp(prefix="np-", dir="/tmp")
+    other = OvnDaemons(other_dir)
+    try:
+        ovn_daemons.start(chassis=True)
+        other.start(chassis=True)
+        assert ovn_daemons.chassis_netns != other.chassis_netns
+        for d in (ovn_daemons, other):
+            assert set(_running(d)) == set(CENTRAL + CHASSIS)
+            assert d.vsctl("get", "Bridge", "br-int", "datapath_type").strip() == "netdev"
+            d.wait_hv_sync(timeout=10)
+        other.stop()
+        # Stopping one leaves the other alone.
+        assert set(_running(ovn_daemons)) == set(CENTRAL + CHASSIS)
+        ovn_daemons.wait_hv_sync(timeout=10)
+    finally:
+        other.stop()
+        shutil.rmtree(other_dir, ignore_errors=True)

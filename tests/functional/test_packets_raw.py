@@ -161,6 +161,10 @@ def add_policies(d: OvnDaemons, l: Net, r: Net) -> None:
     d.nbctl(*(_policy_cmds(l, r) + _policy_cmds(r, l))[1:])
 
 
+def add_policies_subset(d: OvnDaemons, l: Net, r: Net, only: tuple[int, ...]) -> None:
+    d.nbctl(*_policy_cmds(l, r, only)[1:])
+
+
 def del_policies(d: OvnDaemons, l: Net, r: Net, only: tuple[int, ...] | None = None) -> None:
     cmds: list[str] = []
     for prio, match, _ in policies(l, r):
@@ -191,7 +195,7 @@ def legit(ns: str, n: Net, dst: str, **kw) -> bool:
     return reach(ns, dst, source=source, **kw)
 
 
-def arrives(d: OvnDaemons, src_ns: str, dst_ns: str, dst: str, source: str) -> bool:
+def arrives(src_ns: str, dst_ns: str, dst: str, source: str) -> bool:
     """Send echo requests from ``source`` (a spoofed address on src_ns's eth0)
     and tell whether any reached dst_ns's kernel (no reply can come back)."""
     version = ipaddress.ip_address(dst).version
@@ -269,22 +273,22 @@ def test_spoofed_sources_do_not_arrive(ovn_chassis: OvnDaemons, instances: Insta
     peer(d, A, B, with_policies=False)
     d.wait_hv_sync()
     assert legit(ns_a, A, B.vm4) and legit(ns_a, A, B.vm6)
-    assert arrives(d, ns_a, ns_b, B.vm4, outside4)
-    assert arrives(d, ns_a, ns_b, B.vm6, outside6)
+    assert arrives(ns_a, ns_b, B.vm4, outside4)
+    assert arrives(ns_a, ns_b, B.vm6, outside6)
 
     # With the policies on both routers: legit traffic flows, spoofed does not.
     add_policies(d, A, B)
     d.wait_hv_sync()
     assert legit(ns_a, A, B.vm4) and legit(ns_a, A, B.vm6) and legit(ns_b, B, A.vm4) and legit(ns_b, B, A.vm6)
     for dst, src in ((B.vm4, outside4), (B.vm6, outside6), (B.vm4, b_range4), (B.vm6, b_range6)):
-        assert not arrives(d, ns_a, ns_b, dst, src), f"spoofed {src} -> {dst} arrived"
+        assert not arrives(ns_a, ns_b, dst, src), f"spoofed {src} -> {dst} arrived"
 
     # b's inbound check alone (a's outbound check removed) still stops it.
     del_policies(d, A, B, only=(OUT_ALLOW, OUT_DROP))
     d.wait_hv_sync()
     assert legit(ns_a, A, B.vm4) and legit(ns_a, A, B.vm6)
     for dst, src in ((B.vm4, outside4), (B.vm6, outside6)):
-        assert not arrives(d, ns_a, ns_b, dst, src), f"spoofed {src} -> {dst} passed b's inbound check"
+        assert not arrives(ns_a, ns_b, dst, src), f"spoofed {src} -> {dst} passed b's inbound check"
     add_policies_subset(d, A, B, (OUT_ALLOW, OUT_DROP))
 
     # A third network peered with b cannot pose as a.
@@ -293,15 +297,11 @@ def test_spoofed_sources_do_not_arrive(ovn_chassis: OvnDaemons, instances: Insta
     assert legit(ns_c, C, B.vm4) and legit(ns_c, C, B.vm6)
     assert legit(ns_b, B, C.vm4) and legit(ns_b, B, C.vm6)
     for dst, src in ((B.vm4, a_range4), (B.vm6, a_range6)):
-        assert not arrives(d, ns_c, ns_b, dst, src), f"c posing as a ({src}) reached b"
+        assert not arrives(ns_c, ns_b, dst, src), f"c posing as a ({src}) reached b"
     # ... nor does peering with b give c a path to a (no transit).
     assert not legit(ns_c, C, A.vm4, count=1) and not legit(ns_c, C, A.vm6, count=1)
     # and a <-> b still fine.
     assert legit(ns_a, A, B.vm4) and legit(ns_b, B, A.vm6)
-
-
-def add_policies_subset(d: OvnDaemons, l: Net, r: Net, only: tuple[int, ...]) -> None:
-    d.nbctl(*_policy_cmds(l, r, only)[1:])
 
 
 _ECHO_SERVER = r"""
@@ -409,3 +409,20 @@ def test_instances_are_idempotent_and_cleaned(two_networks: tuple[OvnDaemons, st
         assert foreign not in nsx.list_instances(f"np{instances.token}-")
     finally:
         subprocess.run(["ip", "netns", "del", foreign], check=False)
+
+
+def test_instances_reattach_after_chassis_restart(two_networks: tuple[OvnDaemons, str, str]) -> None:
+    """stop() deletes the chassis namespace and so cuts the veths; start() plus
+    add_instance() (idempotent) brings the same instances back."""
+    d, ns_a, ns_b = two_networks
+    peer(d, A, B)
+    d.wait_hv_sync()
+    assert reach(ns_a, B.vm4)
+    d.stop()
+    assert nsx.netns_exists(ns_a) and not reach(ns_a, A.gw4, count=1, timeout=0.5)
+    d.start(chassis=True)
+    for ns, n in ((ns_a, A), (ns_b, B)):
+        nsx.add_instance(d, ns, f"vm-{n.name}", n.vm_mac, [f"{n.vm4}/24", f"{n.vm6}/64"], [n.gw4, n.gw6])
+        nsx.wait_instance_up(d, ns)
+    d.wait_hv_sync()
+    assert reach(ns_a, B.vm4) and reach(ns_b, A.vm6)
