@@ -26,7 +26,7 @@ set -euo pipefail
 
 DEFAULT_PULUMI_VERSION=3.259.0
 # Bump when the build recipe changes in a way that must invalidate cached binaries.
-RECIPE=1
+RECIPE=2
 
 log() { printf 'install-pulumi: %s\n' "$*" >&2; }
 die() { printf 'install-pulumi: error: %s\n' "$*" >&2; exit 1; }
@@ -180,6 +180,13 @@ log "compiling pulumi-language-python..."
 # Helper scripts shipped inside the sdk module (read-only, not executable there).
 install -m 0755 "$sdk_dir/python/cmd/pulumi-language-python-exec" "$stage/pulumi-language-python-exec"
 install -m 0755 "$sdk_dir/python/dist/pulumi-resource-pulumi-python" "$stage/pulumi-resource-pulumi-python"
+# Run dynamic providers through netpeer's wrapper when the program's environment has netpeer, so that
+# `pulumi import` works for netpeer resources (see provider/netpeer_provider/dynamic_host.py); anything
+# else runs the stock server exactly as before.
+dyn_py='import importlib.util as u, runpy; runpy.run_module("netpeer_provider.dynamic_host" if u.find_spec("netpeer_provider") else "pulumi.dynamic", run_name="__main__", alter_sys=True)'
+grep -q -- '-u -m pulumi.dynamic \$@' "$stage/pulumi-resource-pulumi-python" \
+  || die "unexpected pulumi-resource-pulumi-python in the sdk module: cannot add netpeer's import support"
+sed -i "s|-u -m pulumi.dynamic \\\$@|-u -c '$dyn_py' \"\\\$@\"|" "$stage/pulumi-resource-pulumi-python"
 
 got="$(PULUMI_SKIP_UPDATE_CHECK=true "$stage/pulumi" version 2>/dev/null || true)"
 [[ "$got" == "$V" ]] || die "built pulumi reports version '$got', expected $V"

@@ -133,9 +133,9 @@ class NetworkPeeringProvider(ResourceProvider):
             raise common.NetpeerProviderError(f"reading peering {id_}: {exc.message}") from None
         inputs = {"namespace": ns, "network": network, "name": name, "remote_network": p["remote_network"],
                   "remote_namespace": p["remote_namespace"], "description": p["description"], "ttl": p["ttl"]}
-        for key in ("remote_uid", "wait_for_bound"):
-            if props.get(key if key != "remote_uid" else "pinned_remote_uid"):
-                inputs[key] = props[key if key != "remote_uid" else "pinned_remote_uid"]
+        if props.get("pinned_remote_uid"):
+            inputs["remote_uid"] = props["pinned_remote_uid"]
+        inputs["wait_for_bound"] = props.get("wait_for_bound") or 0  # a setting of ours, not the service's
         return ReadResult(id_, outputs(inputs, p), inputs)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
