@@ -177,8 +177,8 @@ class Service:
             touched = {network.uid} | self._resolve(tx, consent.affected_by(tx, [key]), now)
             return network, touched
 
-        network = self._write(op)
-        return self.get_network(caller, namespace, name) if network else None
+        self._write(op)
+        return self.get_network(caller, namespace, name)
 
     def get_network(self, caller: Caller, namespace: str, name: str) -> NetworkView:
         self._authorize(caller, namespace)
