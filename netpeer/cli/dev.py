@@ -33,6 +33,20 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
         p.add_argument("--state-dir", default=None)
         if name == "down":
             p.add_argument("--purge", action="store_true", help="also delete the state directory")
+    inst = sub.add_parser("instance", help="instances: network namespaces attached to a network (needs --chassis)")
+    isub = inst.add_subparsers(dest="instance_action", required=True, parser_class=sub._parser_class)
+    a = isub.add_parser("add", parents=[g], help="create (or re-use) an instance on NETWORK's switch")
+    a.add_argument("network", metavar="[NS/]NETWORK")
+    a.add_argument("name", metavar="NAME")
+    a.add_argument("--ip", action="append", default=[], metavar="ADDR",
+                   help="an address inside one of the network's subnets (repeatable; "
+                        "default: the next free one from .10 in each subnet)")
+    a.add_argument("--state-dir", default=None)
+    ls = isub.add_parser("list", parents=[g], help="list the instances of the dev stack")
+    ls.add_argument("--state-dir", default=None)
+    d = isub.add_parser("delete", parents=[g], help="delete an instance (switch port, veth, namespace)")
+    d.add_argument("name", metavar="NAME")
+    d.add_argument("--state-dir", default=None)
 
 
 class DevStack:
@@ -65,6 +79,16 @@ class DevStack:
     def log_file(self) -> Path:
         return self.dir / "netpeerd.log"
 
+    @property
+    def chassis_marker(self) -> Path:
+        """Present when the stack was started with --chassis: later `up`s keep
+        the chassis and `status` counts its daemons."""
+        return self.dir / "chassis"
+
+    @property
+    def wants_chassis(self) -> bool:
+        return self.chassis_marker.exists()
+
     def netpeerd_pid(self) -> int | None:
         try:
             pid = int(self.pidfile.read_text().strip())
@@ -89,7 +113,10 @@ class DevStack:
         if len(str(self.socket)) > 100:
             raise errors.InvalidArgument.for_field("--state-dir", str(self.dir),
                                                    "is too long for unix sockets; choose a shorter path")
+        chassis = chassis or self.wants_chassis
         self.ovn.start(chassis=chassis, progress=say)
+        if chassis:
+            self.chassis_marker.write_text("ovs-vswitchd (userspace datapath) and ovn-controller\n")
         if not self.token_file.exists():
             token = f"np_admin{secrets.token_hex(3)}_{secrets.token_urlsafe(32).replace('_', '-')}"
             fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -145,12 +172,17 @@ class DevStack:
             if self.netpeerd_pid() == pid:
                 os.kill(pid, signal.SIGKILL)
         self.pidfile.unlink(missing_ok=True)
+        failure = None
         try:
             from netpeer.dev import instances
             instances.delete_all(self, say)
         except ImportError:
             pass
+        except errors.NetpeerError as exc:   # still stop the daemons; report at the end
+            failure = exc
         self.ovn.stop()
+        if failure is not None:
+            raise failure
         if purge and self.dir.exists():
             import shutil
             shutil.rmtree(self.dir)
@@ -162,6 +194,10 @@ class DevStack:
         pid = self.netpeerd_pid()
         rows.append(["netpeerd", str(pid or ""), "running" if pid else "stopped", self.endpoint])
         return rows
+
+    def required_daemons(self) -> tuple[str, ...]:
+        central = ("ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd", "netpeerd")
+        return central + (("ovsdb-server", "ovs-vswitchd", "ovn-controller") if self.wants_chassis else ())
 
 
 def run(ctx, args) -> int:
@@ -178,14 +214,77 @@ def run(ctx, args) -> int:
     if args.action == "down":
         stack.down(args.purge, say)
         return 0
+    if args.action == "instance":
+        return _instance(ctx, args, stack)
     rows = stack.status_rows()
+    fleet = _fleet(stack)
+    states = fleet.states() if stack.dir.exists() else {}
     data = {"state_dir": str(stack.dir), "endpoint": stack.endpoint, "nb_remote": stack.ovn.nb_remote,
             "sb_remote": stack.ovn.sb_remote, "nb_socket": str(stack.ovn.nb_socket),
+            "chassis": stack.wants_chassis, "chassis_netns": stack.ovn.chassis_netns,
             "daemons": [{"name": r[0], "pid": int(r[1]) if r[1] else None, "state": r[2], "detail": r[3]}
-                        for r in rows]}
-    output.emit(data, ctx.output, lambda d: "\n".join([
-        f"state dir:  {d['state_dir']}", f"endpoint:   {d['endpoint']}", f"OVN NB:     {d['nb_remote']}",
-        f"OVN SB:     {d['sb_remote']}", f"inspect:    ovn-nbctl --db={d['nb_remote']} show",
-        output.table(["DAEMON", "PID", "STATE", "DETAIL"], rows)]))
-    running = all(r[2] == "running" for r in rows if r[0] in ("ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd", "netpeerd"))
+                        for r in rows],
+            "instances": [i.to_json(states.get(i.name)) for i in fleet.list()] if stack.dir.exists() else []}
+
+    def render(d):
+        lines = [f"state dir:  {d['state_dir']}", f"endpoint:   {d['endpoint']}", f"OVN NB:     {d['nb_remote']}",
+                 f"OVN SB:     {d['sb_remote']}", f"inspect:    ovn-nbctl --db={d['nb_remote']} show"]
+        if d["chassis"]:
+            lines.append(f"chassis:    ovs-vswitchd in netns {d['chassis_netns']} "
+                         f"(ovs-vsctl --db=unix:{stack.ovn.ovs_socket} show)")
+        lines.append(output.table(["DAEMON", "PID", "STATE", "DETAIL"], rows))
+        if d["instances"]:
+            lines.append(_instances_table(d["instances"]))
+        return "\n".join(lines)
+
+    output.emit(data, ctx.output, render)
+    required = stack.required_daemons()
+    running = all(r[2] == "running" for r in rows if r[0] in required)
     return 0 if running else 3
+
+
+def _fleet(stack: DevStack):
+    from netpeer.dev import instances
+    return instances.fleet_of(stack)
+
+
+def _instances_table(items: list[dict]) -> str:
+    from netpeer.cli import output
+    return output.table(["INSTANCE", "NETWORK", "IPS", "NETNS", "STATE"],
+                        [[i["name"], f"{i['namespace']}/{i['network']}", "\n".join(i["ips"]), i["netns"],
+                          i.get("state", "")] for i in items])
+
+
+def _instance(ctx, args, stack: DevStack) -> int:
+    """``netpeer dev instance add|list|delete``."""
+    from netpeer.cli import output
+    from netpeer.core import validate
+    fleet = _fleet(stack)
+    action = args.instance_action
+    if action == "list":
+        states = fleet.states()
+        items = [i.to_json(states.get(i.name)) for i in fleet.list()]
+        output.emit(items, ctx.output, _instances_table)
+        return 0
+    if action == "delete":
+        fleet.validate_name(args.name)
+        fleet.delete(args.name)
+        if ctx.output == "json":
+            output.emit({"deleted": args.name}, "json", None)
+        return 0
+    # add: the network's uid and subnets come from netpeerd (this dev stack's by default).
+    if not stack.ovn.running():
+        raise errors.Unavailable(f"the dev stack in {stack.dir} is not running: netpeer dev up --chassis")
+    fleet.validate_name(args.name)
+    ns, _, net = args.network.rpartition("/")
+    if "/" in ns:
+        raise errors.InvalidArgument.for_field("NETWORK", args.network, "must be NETWORK or NS/NETWORK")
+    validate.name("NETWORK", net)
+    ctx.endpoint = ctx.endpoint or stack.endpoint
+    ctx.token = ctx.token or (stack.admin_token() if stack.token_file.exists() else "")
+    ns = validate.name("NETWORK", ns) if ns else ctx.namespace
+    network = ctx.client.get_network(ns, net)
+    inst = fleet.add(network, args.name, args.ip)
+    states = fleet.states()
+    output.emit(inst.to_json(states.get(inst.name)), ctx.output, lambda i: _instances_table([i]))
+    return 0
