@@ -40,12 +40,15 @@ class World(Protocol):
 
 def partner(world: World, p: Peering) -> tuple[Peering, Network, Network] | None:
     """The other half of ``p`` with both networks, if the two match."""
+    # The other half first: without it nothing about the remote is read, so
+    # a missing, an invisible and a non-consenting remote cost the same work
+    # (no timing oracle on creation).
+    q = world.find_peering_to(p.remote_key, p.network_key)
+    if q is None:
+        return None
     local = world.get_network(p.network_key)
     remote = world.get_network(p.remote_key)
     if local is None or remote is None or local.key == remote.key:
-        return None
-    q = world.find_peering_to(remote.key, local.key)
-    if q is None:
         return None
     if p.remote_uid not in (None, remote.uid) or q.remote_uid not in (None, local.uid):
         return None
