@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from netpeer.core.models import Network, Peering, Phase, Route
+from netpeer.core.validate import TTL_MAX, TTL_MIN, format_duration
 from netpeer.errors import InvalidArgument
 from netpeer.service import NetworkView
 from netpeer.v1 import netpeer_pb2 as pb
@@ -61,6 +62,17 @@ def duration(value: timedelta) -> duration_pb2.Duration:
     out = duration_pb2.Duration()
     out.FromTimedelta(value)
     return out
+
+
+def ttl_from_pb(value: duration_pb2.Duration) -> timedelta:
+    """A TTL from the wire. Negative and out-of-range durations are refused
+    here, before ``timedelta`` (which overflows past 999999999 days) sees them."""
+    if value.seconds < 0 or value.nanos < 0:
+        raise InvalidArgument.for_field("ttl", f"{value.seconds}s", "must be positive")
+    if value.seconds > TTL_MAX.total_seconds():
+        raise InvalidArgument.for_field(
+            "ttl", f"{value.seconds}s", f"must be between {format_duration(TTL_MIN)} and {format_duration(TTL_MAX)}")
+    return value.ToTimedelta()
 
 
 def route_text(r: Route) -> str:

@@ -109,9 +109,7 @@ class NetworkServicer(pb_grpc.NetworkServiceServicer):
     def CreatePeering(self, request, context, caller: Caller):
         ns, network = convert.parse_network_name("parent", request.parent)
         p = request.peering
-        ttl = p.ttl.ToTimedelta() if p.HasField("ttl") else None
-        if p.HasField("ttl") and (p.ttl.seconds < 0 or p.ttl.nanos < 0):
-            raise errors.InvalidArgument.for_field("ttl", f"{p.ttl.seconds}s", "must be positive")
+        ttl = convert.ttl_from_pb(p.ttl) if p.HasField("ttl") else None
         peering = self.service.create_peering(
             caller, ns, network, request.peering_id, p.remote.namespace or None, p.remote.network,
             p.remote.uid or None, ttl, p.description)
@@ -141,9 +139,7 @@ class NetworkServicer(pb_grpc.NetworkServiceServicer):
         p = request.peering
         ttl = None
         if "ttl" in paths and p.HasField("ttl"):
-            if p.ttl.seconds < 0 or p.ttl.nanos < 0:
-                raise errors.InvalidArgument.for_field("ttl", f"{p.ttl.seconds}s", "must be positive")
-            ttl = p.ttl.ToTimedelta()
+            ttl = convert.ttl_from_pb(p.ttl)
         peering = self.service.update_peering(
             caller, ns, network, name, description=p.description if "description" in paths else None,
             ttl=ttl, etag=p.etag)
