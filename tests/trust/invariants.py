@@ -12,6 +12,7 @@ import collections
 import dataclasses
 import ipaddress
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -65,12 +66,63 @@ class Peer:
         return (self.remote_namespace, self.remote_network)
 
 
+NAME = re.compile(r"[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+RESERVED_V4 = [ipaddress.ip_network(p) for p in ("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4",
+                                                   "240.0.0.0/4")]
+RESERVED_V6 = [ipaddress.ip_network(p) for p in ("::/128", "::1/128", "::ffff:0:0/96", "fe80::/10", "ff00::/8")]
+
+
 def overlap(a, b) -> bool:
     return a.version == b.version and (a.subnet_of(b) or b.subnet_of(a))
 
 
 def any_overlap(xs, ys) -> bool:
     return any(overlap(x, y) for x in xs for y in ys)
+
+
+def check_values(db: sqlite3.Connection) -> None:
+    """Nothing invalid was ever stored: names, prefixes, descriptions, TTLs."""
+    for ns, name, subnets, routes, description in db.execute(
+            "SELECT namespace, name, subnets, routes, description FROM networks"):
+        where = f"network {ns!r}/{name!r}"
+        assert NAME.fullmatch(ns) and NAME.fullmatch(name), f"{where}: invalid name stored"
+        subnets, routes = json.loads(subnets), json.loads(routes)
+        assert 1 <= len(subnets) <= 16 and len(routes) <= 256, f"{where}: {len(subnets)} subnets"
+        nets = []
+        for s in subnets:
+            n = ipaddress.ip_network(s)  # strict: no host bits
+            assert str(n) == s, f"{where}: subnet {s!r} not canonical"
+            assert (8 <= n.prefixlen <= 30) if n.version == 4 else (16 <= n.prefixlen <= 126), f"{where}: {s}"
+            nets.append(n)
+        for r in routes:
+            n = ipaddress.ip_network(r["prefix"])
+            assert str(n) == r["prefix"] and n.prefixlen >= 1, f"{where}: route {r}"
+            assert any(x.version == n.version for x in nets[:len(subnets)]), f"{where}: route {r} without subnet"
+            if r.get("next_hop"):
+                hop = ipaddress.ip_address(r["next_hop"])
+                assert any(hop in x for x in nets[:len(subnets)]), f"{where}: next hop {hop} outside"
+            nets.append(n)
+        for i, x in enumerate(nets):
+            assert not any(overlap(x, y) for y in nets[:i]), f"{where}: {x} overlaps another prefix of it"
+            reserved = RESERVED_V4 if x.version == 4 else RESERVED_V6
+            assert not any(overlap(x, y) for y in reserved), f"{where}: {x} is in a reserved range"
+        check_text(where, description)
+    for ns, net, name, rns, rnet, ttl, description in db.execute(
+            "SELECT namespace, network, name, remote_namespace, remote_network, ttl_seconds, description "
+            "FROM peerings"):
+        where = f"peering {ns!r}/{net!r}/{name!r}"
+        assert all(NAME.fullmatch(x) for x in (ns, net, name, rns, rnet)), f"{where}: invalid name stored"
+        assert name.lower() not in ("internal", "external"), f"{where}: reserved name"
+        assert 1 <= ttl <= 365 * 86400, f"{where}: ttl {ttl}s"
+        check_text(where, description)
+    for token_id, namespaces, description in db.execute("SELECT token_id, namespaces, description FROM tokens"):
+        assert all(NAME.fullmatch(ns) for ns in json.loads(namespaces)), f"token {token_id}: invalid namespace"
+        check_text(f"token {token_id}", description)
+
+
+def check_text(where: str, text: str) -> None:
+    assert len(text) <= 1024, f"{where}: description of {len(text)} characters"
+    assert not any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in text), f"{where}: control characters"
 
 
 class StoreReader:
@@ -83,9 +135,11 @@ class StoreReader:
     def close(self):
         self._db.close()
 
-    def snapshot(self) -> tuple[dict, dict]:
+    def snapshot(self, values: bool = False) -> tuple[dict, dict]:
         self._db.execute("BEGIN")
         try:
+            if values:
+                check_values(self._db)
             nets = {}
             for ns, name, uid, subnets, routes in self._db.execute(
                     "SELECT namespace, name, uid, subnets, routes FROM networks"):
@@ -241,8 +295,8 @@ class Checker:
     def state(self):
         return self.reader.snapshot()
 
-    def __call__(self, ovn: bool = True, via_nbctl: bool = False):
-        nets, peers = self.reader.snapshot()
+    def __call__(self, ovn: bool = True, via_nbctl: bool = False, values: bool = True):
+        nets, peers = self.reader.snapshot(values=values)
         check_store(nets, peers)
         if ovn:
             check_ovn(self.d, nets, peers, via_nbctl=via_nbctl)
