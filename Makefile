@@ -1,16 +1,19 @@
 # netpeer: the two commands a newcomer needs are `make demo` and `make test`.
 PY := .venv/bin/python
 
-.PHONY: setup demo demo-down test test-fast check-proto proto clean
+.PHONY: setup demo demo-down walkthrough test test-fast check-proto proto clean help
 
 setup:                ## install OVN, Open vSwitch and the Python environment
 	bash scripts/setup.sh
 
-demo: setup           ## start the local stack and walk a peering through its life
-	bash examples/cli/walkthrough.sh
+demo: setup           ## local stack with a chassis, two tenants' Pulumi stacks, ping across the peering
+	$(PY) -m netpeer.dev.demo up
 
-demo-down:            ## stop the local stack and delete its state
-	$(PY) -m netpeer.cli.main dev down --purge
+demo-down:            ## destroy the demo's stacks, instances, daemons and state; check nothing is left
+	@if [ -x $(PY) ]; then $(PY) -m netpeer.dev.demo down; else echo "no .venv: nothing to tear down"; fi
+
+walkthrough: setup    ## the life of a peering with the netpeer CLI (same dev stack: make demo-down first)
+	bash examples/cli/walkthrough.sh
 
 check-proto: setup    ## the generated gRPC code matches schema/
 	PYTHON=$(PY) bash scripts/gen-proto.sh --check
@@ -23,3 +26,6 @@ test: setup check-proto  ## the whole suite, against real OVN daemons
 
 test-fast: setup      ## unit tests only
 	$(PY) -m pytest -q tests/unit
+
+help:                 ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:[^#]*## /\t/' | expand -t 16
