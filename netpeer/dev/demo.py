@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -376,9 +377,8 @@ class Demo:
                     problems.append(f"pulumi destroy of {t.example} failed")
                     print(r.stdout[-2000:], r.stderr[-2000:])
                 else:
-                    summary = [line.strip() for line in r.stdout.splitlines() if "deleted" in line
-                               and not line.strip().startswith(("-", "pulumi"))]
-                    note(f"{t.example}: {summary[-1] if summary else 'nothing to delete'}")
+                    counts = re.findall(r"^\s*-\s*(\d+) deleted\s*$", r.stdout, re.M)
+                    note(f"{t.example}: {counts[-1] if counts else 0} resources deleted; stack removed")
                     self.pulumi(t, "stack", "rm", "--yes", "--stack", STACK, check=False)
         elif state.exists():
             note("netpeerd is not running: skipping pulumi destroy (its state goes with the state directory)")
