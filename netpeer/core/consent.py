@@ -108,11 +108,19 @@ def resolve(world: World, keys: Iterable[PeeringKey], now: datetime) -> list[tup
     change through ``world``. Returns (before, after) for each peering whose
     state changed.
 
-    Order matters when two candidate pairs conflict with each other: the
-    older consent wins, so evaluation goes by creation time, then by name.
+    Halves whose other half went away are withdrawn first, so that a Bound
+    half about to become Pending never blocks another pair. Then order
+    matters when two candidate pairs conflict with each other: the pair
+    completed first wins, so evaluation goes by the creation time of a pair's
+    later half (whichever of its halves is among ``keys``), then by name.
     """
     candidates = [p for p in (world.get_peering(k) for k in set(keys)) if p is not None]
-    candidates.sort(key=lambda p: (p.create_time, p.key))
+
+    def completed(p: Peering):
+        match = partner(world, p)
+        return (max(p.create_time, match[0].create_time) if match else p.create_time, p.key)
+
+    candidates.sort(key=completed)
     changed: dict[PeeringKey, tuple[Peering, Peering]] = {}
 
     def put(new: Peering, old: Peering) -> None:
@@ -120,6 +128,13 @@ def resolve(world: World, keys: Iterable[PeeringKey], now: datetime) -> list[tup
             world.put_peering(new)
             first = changed.get(new.key, (old, new))[0]
             changed[new.key] = (first, new)
+
+    for stale in candidates:
+        p = world.get_peering(stale.key)
+        if p is not None and p.phase != Phase.PENDING and partner(world, p) is None:
+            # The other half (or its network) went away: RemoteWithdrawn.
+            put(p.transition(Phase.PENDING, Reason.REMOTE_WITHDRAWN,
+                             f"{p.remote_key} no longer consents to this peering", now), p)
 
     for stale in candidates:
         p = world.get_peering(stale.key)  # may have changed as a partner

@@ -28,3 +28,51 @@ def test_durations_beyond_timedelta_are_invalid_not_internal(netpeerd, seconds):
             peering=pb.Peering(name="namespaces/team-a/networks/net-a/peerings/p", ttl=ttl),
             update_mask=field_mask_pb2.FieldMask(paths=["ttl"])), ADMIN_TOKEN)
         assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(f"ttl: '{seconds}s'"), details
+
+
+def _peer_ports(d):
+    return [r for r in d.owned_rows().get("Logical_Router_Port", []) if r["netpeer:kind"] == "peer-port"]
+
+
+def test_withdrawn_bound_pair_unblocks_the_pair_it_blocked(netpeerd, checker):
+    """Found by the model: A is Bound to D; A-B failed only because B overlaps
+    D. When D withdraws, A-B must bind. It stayed Failed (with a stale
+    message, until its TTL deleted both consents) because the Failed pair was
+    re-evaluated while A's half towards D still read Bound."""
+    a, b, d = (netpeerd.tenant(ns) for ns in ("a", "b", "d"))
+    a.create_network("a", "A", ["10.1.0.0/24"])
+    b.create_network("b", "B", ["10.5.0.0/24"])
+    d.create_network("d", "D", ["10.5.0.0/16"])
+    a.create_peering("a", "A", "to-b", "B", "b")            # older than A's half towards D
+    a.create_peering("a", "A", "to-d", "D", "d")
+    assert d.create_peering("d", "D", "to-a", "A", "a")["phase"] == "Bound"
+    assert b.create_peering("b", "B", "to-a", "A", "a")["phase"] == "Failed"
+    d.delete_peering("d", "D", "to-a")                      # the remote side withdraws
+    assert a.get_peering("a", "A", "to-d")["reason"] == "RemoteWithdrawn"
+    assert a.get_peering("a", "A", "to-b")["phase"] == "Bound"
+    assert b.get_peering("b", "B", "to-a")["phase"] == "Bound"
+    assert len(_peer_ports(netpeerd)) == 2
+    checker()
+
+
+def test_conflicting_pairs_unblocked_together_the_first_completed_wins(netpeerd, checker):
+    """Found by the model: X-P and X-Q conflict (P and Q overlap) and both
+    wait on X's Bound peer D. X-Q was completed first (Q consented before P),
+    so when D goes X-Q must bind; the service bound X-P because X's half
+    towards P is older than its half towards Q."""
+    x, d, p, q = (netpeerd.tenant(ns) for ns in ("x", "d", "p", "q"))
+    x.create_network("x", "X", ["10.1.0.0/24"])
+    d.create_network("d", "D", ["10.5.0.0/16"])
+    p.create_network("p", "P", ["10.5.0.0/24"])
+    q.create_network("q", "Q", ["10.5.0.0/25"])
+    x.create_peering("x", "X", "to-d", "D", "d")
+    assert d.create_peering("d", "D", "to-x", "X", "x")["phase"] == "Bound"
+    x.create_peering("x", "X", "to-p", "P", "p")
+    x.create_peering("x", "X", "to-q", "Q", "q")
+    assert q.create_peering("q", "Q", "to-x", "X", "x")["phase"] == "Failed"   # X-Q completed first
+    assert p.create_peering("p", "P", "to-x", "X", "x")["phase"] == "Failed"
+    x.delete_peering("x", "X", "to-d")
+    assert q.get_peering("q", "Q", "to-x")["phase"] == "Bound"
+    assert x.get_peering("x", "X", "to-q")["phase"] == "Bound"
+    assert p.get_peering("p", "P", "to-x")["phase"] == "Failed"
+    checker()
