@@ -1,0 +1,47 @@
+"""Fixtures of the fault tests: every process they start is stopped by pid in
+a finalizer, whatever the test did, and every temp dir is removed."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.faults.cluster import OvnCluster
+from tests.faults.harness import NetpeerdProcess
+
+
+@pytest.fixture
+def netpeerd_factory(state_dir):
+    """Make (not start) netpeerd processes in the test's state dir; all are
+    stopped at teardown."""
+    made: list[NetpeerdProcess] = []
+
+    def make(ovn_nb: str, name: str = "netpeerd", **kwargs) -> NetpeerdProcess:
+        daemon = NetpeerdProcess(Path(state_dir) / name, ovn_nb, **kwargs)
+        made.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in made:
+        daemon.stop()
+
+
+@pytest.fixture
+def nb_cluster():
+    """A running three-member clustered NB with SB and ovn-northd, stopped
+    (by pid) and removed afterwards."""
+    directory = Path(tempfile.mkdtemp(prefix="npc-", dir="/tmp"))
+    cluster = None
+    try:
+        cluster = OvnCluster(directory)
+        cluster.start()
+        yield cluster
+    finally:
+        try:
+            if cluster is not None:
+                cluster.stop()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,374 @@
+"""What the fault tests share: netpeerd as a real process, a model-based
+workload over several tenants, and the checks that the store matches what
+was acknowledged and that OVN matches the store.
+
+The workload never produces an operation the service should refuse: every
+network gets prefixes nobody else ever had, names are never reused, and a
+network is deleted only when it has no peerings of its own. So every call
+either succeeds or fails because of the fault being injected, and the model
+(networks with their prefixes, peerings, and which ones are Bound) says
+exactly what the store must hold.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import netaddr
+
+from netpeer import errors
+from netpeer.api.client import Client
+from netpeer.core import consent, dataplane
+from netpeer.core.models import NetworkKey, PeeringKey, Phase
+from netpeer.ovn import names
+from netpeer.store.base import Transaction, iter_all_networks
+
+ADMIN_TOKEN = "np_admin_" + "f" * 40
+OWNER = "netpeer"
+SWEEP_LINE = re.compile(r"netpeerd: sweep: (\d+) expired, (\d+) OVN rows repaired, (\d+) errors")
+
+
+# --------------------------------------------------------------------- netpeerd
+class NetpeerdProcess:
+    """``python -m netpeer.cli.main serve --config FILE`` as a child process,
+    so it can be killed with SIGKILL. Only this child's pid is ever signalled."""
+
+    def __init__(self, directory: Path, ovn_nb: str, *, ovn_timeout: str = "10s",
+                 sweep_interval: str = "30s", log_level: str = "INFO"):
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.socket = directory / "netpeer.sock"
+        self.endpoint = f"unix://{self.socket}"
+        self.store_path = directory / "netpeer.db"
+        self.log = directory / "netpeerd.log"
+        (directory / "admin.token").write_text(ADMIN_TOKEN + "\n")
+        self.config = directory / "netpeerd.toml"
+        self.config.write_text(
+            f'listen = "unix://{self.socket}"\nstore = "{self.store_path}"\n'
+            f'ovn_nb = "{ovn_nb}"\nadmin_token_file = "{directory / "admin.token"}"\n'
+            f'sweep_interval = "{sweep_interval}"\novn_timeout = "{ovn_timeout}"\n'
+            f'log_level = "{log_level}"\n')
+        self.proc: subprocess.Popen | None = None
+
+    def spawn(self) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "netpeerd is already running"
+        self.socket.unlink(missing_ok=True)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "netpeer.cli.main", "serve", "--config", str(self.config)],
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[2])
+
+    def wait_serving(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"netpeerd exited with {self.proc.returncode}: {self.tail()}")
+            try:
+                with Client(self.endpoint, ADMIN_TOKEN, timeout=2) as c:
+                    c.caller()
+                return
+            except errors.NetpeerError:
+                time.sleep(0.02)
+        raise AssertionError(f"netpeerd did not come up within {timeout:.0f}s: {self.tail()}")
+
+    def start(self) -> None:
+        self.spawn()
+        self.wait_serving()
+
+    def sweeps(self) -> list[tuple[int, int, int]]:
+        """(expired, repaired rows, errors) of every logged sweep so far."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except FileNotFoundError:
+            return []
+        return [tuple(int(x) for x in m.groups()) for m in SWEEP_LINE.finditer(text)]
+
+    def wait_sweep(self, after: int, timeout: float = 60.0) -> tuple[int, int, int]:
+        """Wait for sweep number ``after + 1`` (counting from the log's
+        start); the first sweep of a process runs as soon as OVN answers."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done = self.sweeps()
+            if len(done) > after:
+                return done[after]
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"netpeerd exited with {self.proc.returncode}: {self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"netpeerd did not sweep within {timeout:.0f}s: {self.tail()}")
+            time.sleep(0.01)
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except FileNotFoundError:
+            return "(no log)"
+
+    def tokens(self, namespaces: list[str]) -> dict[str, str]:
+        with Client(self.endpoint, ADMIN_TOKEN, timeout=30) as admin:
+            return {ns: admin.create_token([ns])["token"] for ns in namespaces}
+
+
+# --------------------------------------------------------------------- model
+def _canon(prefixes) -> tuple[str, ...]:
+    return tuple(sorted(str(netaddr.IPNetwork(str(p)).cidr) for p in prefixes))
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One API call of the workload and how to tell afterwards whether it
+    took effect (for the one call in flight when a fault hit)."""
+
+    kind: str            # create_network update_network delete_network create_peering delete_peering
+    ns: str
+    network: str
+    peering: str = ""
+    remote_ns: str = ""
+    remote_network: str = ""
+    subnets: tuple[str, ...] = ()
+    routes: tuple[str, ...] = ()
+
+    def run(self, client: Client) -> None:
+        if self.kind == "create_network":
+            client.create_network(self.ns, self.network, list(self.subnets), list(self.routes))
+        elif self.kind == "update_network":
+            client.update_network(self.ns, self.network, subnets=list(self.subnets), routes=list(self.routes))
+        elif self.kind == "delete_network":
+            client.delete_network(self.ns, self.network)
+        elif self.kind == "create_peering":
+            client.create_peering(self.ns, self.network, self.peering, self.remote_network, self.remote_ns)
+        elif self.kind == "delete_peering":
+            client.delete_peering(self.ns, self.network, self.peering)
+        else:  # pragma: no cover
+            raise ValueError(self.kind)
+
+    def took_effect(self, tx: Transaction) -> bool:
+        if self.kind in ("create_network", "update_network", "delete_network"):
+            net = tx.get_network(NetworkKey(self.ns, self.network))
+            if self.kind == "create_network":
+                return net is not None
+            if self.kind == "delete_network":
+                return net is None
+            return net is not None and _canon(net.subnets) == _canon(self.subnets) \
+                and _canon(r.prefix for r in net.routes) == _canon(self.routes)
+        got = tx.get_peering(PeeringKey(self.ns, self.network, self.peering))
+        return (got is not None) == (self.kind == "create_peering")
+
+
+class Model:
+    """What the store must hold after the acknowledged operations."""
+
+    def __init__(self, tenants: list[str], seed: int, max_networks_per_tenant: int = 8):
+        self.tenants = tenants
+        self.rnd = random.Random(seed)
+        self.cap = max_networks_per_tenant
+        self.networks: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self.peerings: dict[tuple[str, str, str], tuple[str, str]] = {}
+        self._names = 0
+        self._prefixes = 0
+
+    # -- generation
+    def _alloc(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Prefixes never used before (so never overlapping anything)."""
+        self._prefixes += 1
+        c = self._prefixes
+        assert c < 16384
+        subnets = [f"10.{c // 256}.{c % 256}.0/24"]
+        if self.rnd.random() < 0.4:
+            subnets.append(f"fd00:{c:x}::/64")
+        routes = [f"100.{64 + c // 256}.{c % 256}.0/24"] if self.rnd.random() < 0.3 else []
+        return tuple(subnets), tuple(routes)
+
+    def _own_peerings(self, key: tuple[str, str]) -> list[tuple[str, str, str]]:
+        return [p for p in self.peerings if p[:2] == key]
+
+    def next_op(self) -> Op:
+        rnd = self.rnd
+        nets = list(self.networks)
+        choices: list[tuple[float, Callable[[], Op]]] = []
+        small = [ns for ns in self.tenants if sum(1 for n in nets if n[0] == ns) < self.cap]
+        if small:
+            def create_network():
+                ns = rnd.choice(small)
+                self._names += 1
+                subnets, routes = self._alloc()
+                return Op("create_network", ns, f"n{self._names}", subnets=subnets, routes=routes)
+            choices.append((3.0 if len(nets) < 6 else 1.5, create_network))
+        if nets:
+            def update_network():
+                ns, name = rnd.choice(nets)
+                subnets, routes = self._alloc()
+                return Op("update_network", ns, name, subnets=subnets, routes=routes)
+            choices.append((2.0, update_network))
+        # A half whose other half is missing: creating the other half binds.
+        pending = [(p, r) for p, r in self.peerings.items()
+                   if r in self.networks and (r[0], r[1], f"to-{p[0]}-{p[1]}") not in self.peerings]
+        free = [(a, b) for a in nets for b in nets
+                if a != b and (a[0], a[1], f"to-{b[0]}-{b[1]}") not in self.peerings]
+        if free:
+            def create_peering():
+                if pending and rnd.random() < 0.6:
+                    p, r = rnd.choice(pending)
+                    a, b = r, p[:2]
+                else:
+                    a, b = rnd.choice(free)
+                return Op("create_peering", a[0], a[1], f"to-{b[0]}-{b[1]}", b[0], b[1])
+            choices.append((4.0, create_peering))
+        if self.peerings:
+            def delete_peering():
+                ns, net, name = rnd.choice(sorted(self.peerings))
+                return Op("delete_peering", ns, net, name)
+            choices.append((2.0, delete_peering))
+        lonely = [n for n in nets if not self._own_peerings(n)]
+        if lonely and len(nets) > 3:
+            def delete_network():
+                ns, name = rnd.choice(lonely)
+                return Op("delete_network", ns, name)
+            choices.append((1.5, delete_network))
+        total = sum(w for w, _ in choices)
+        x = rnd.random() * total
+        for w, make in choices:
+            x -= w
+            if x <= 0:
+                return make()
+        return choices[-1][1]()
+
+    # -- effects
+    def apply(self, op: Op) -> None:
+        key = (op.ns, op.network)
+        if op.kind in ("create_network", "update_network"):
+            self.networks[key] = (_canon(op.subnets), _canon(op.routes))
+        elif op.kind == "delete_network":
+            del self.networks[key]
+        elif op.kind == "create_peering":
+            self.peerings[(op.ns, op.network, op.peering)] = (op.remote_ns, op.remote_network)
+        elif op.kind == "delete_peering":
+            del self.peerings[(op.ns, op.network, op.peering)]
+
+    def bound(self, key: tuple[str, str, str]) -> bool:
+        rns, rnet = self.peerings[key]
+        return (rns, rnet, f"to-{key[0]}-{key[1]}") in self.peerings
+
+    # -- checks
+    def diff_store(self, tx: Transaction) -> list[str]:
+        """Every way the store differs from the model: an acknowledged write
+        missing (lost), a write that was refused or never made present, a
+        wrong phase. Empty when they agree."""
+        out = []
+        stored = {(n.namespace, n.name): n for n in iter_all_networks(tx)}
+        for key, (subnets, routes) in self.networks.items():
+            net = stored.get(key)
+            if net is None:
+                out.append(f"network {key} acknowledged but missing")
+            elif (_canon(net.subnets), _canon(r.prefix for r in net.routes)) != (subnets, routes):
+                out.append(f"network {key}: store has {net.subnets} {net.routes}, acknowledged {subnets} {routes}")
+        for key in stored.keys() - self.networks.keys():
+            out.append(f"network {key} in the store but deleted or never acknowledged")
+        have = {}
+        for key in stored:
+            for p in tx.peerings_of(NetworkKey(*key)):
+                have[(p.namespace, p.network, p.name)] = p
+        for key, remote in self.peerings.items():
+            p = have.get(key)
+            if p is None:
+                out.append(f"peering {key} acknowledged but missing")
+                continue
+            if (p.remote_namespace, p.remote_network) != remote:
+                out.append(f"peering {key} points at {p.remote_namespace}/{p.remote_network}, not {remote}")
+            want = Phase.BOUND if self.bound(key) else Phase.PENDING
+            if p.phase != want:
+                out.append(f"peering {key} is {p.phase.value} ({p.reason}), expected {want.value}")
+        for key in have.keys() - self.peerings.keys():
+            out.append(f"peering {key} in the store but deleted or never acknowledged")
+        return out
+
+    def counts(self) -> dict[str, int]:
+        return {"networks": len(self.networks), "peerings": len(self.peerings),
+                "bound_pairs": sum(1 for k in self.peerings if self.bound(k)) // 2}
+
+
+# --------------------------------------------------------------------- OVN vs store
+def expected_ids(tx: Transaction, owner: str = OWNER) -> collections.Counter:
+    """netpeer:id of every OVN row the store implies (core.dataplane)."""
+    want = collections.Counter()
+    for net in iter_all_networks(tx):
+        for row in dataplane.network_rows(owner, net, consent.bound_peers(tx, net.key)):
+            want[row.ident] += 1
+    return want
+
+
+def actual_ids(backend) -> collections.Counter:
+    """netpeer:id of every netpeer-owned NB row, counted (duplicates show as > 1)."""
+    return collections.Counter(row.get(names.ID) for rows in backend.owned_rows().values() for row in rows)
+
+
+def diff_ovn(want: collections.Counter, have: collections.Counter) -> list[str]:
+    out = [f"duplicate OVN rows for {k} (x{n})" for k, n in have.items() if n > 1]
+    out += [f"orphan OVN row {k}" for k in sorted(have.keys() - want.keys(), key=str)]
+    out += [f"missing OVN row {k}" for k in sorted(want.keys() - have.keys(), key=str)]
+    return out
+
+
+def wait_ovn_matches_store(store, backend, timeout: float = 15.0) -> float:
+    """Until the netpeer-owned NB rows are exactly the rows the store implies
+    (no duplicate, no orphan, none missing), as seen by ``backend``'s own
+    replica. Returns how long it took; raises with the differences."""
+    start = time.monotonic()
+    while True:
+        with store.read() as tx:
+            want = expected_ids(tx)
+        problems = diff_ovn(want, actual_ids(backend)) if backend.connected else ["checker not connected"]
+        if not problems:
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"OVN does not match the store after {timeout:.0f}s: "
+                                 f"{len(problems)} problem(s): {problems[:10]}")
+        time.sleep(0.02)
+
+
+# --------------------------------------------------------------------- figures
+def summary(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    v = sorted(values)
+    return {"n": len(v), "median": round(statistics.median(v), 3),
+            "p90": round(v[min(len(v) - 1, int(0.9 * len(v)))], 3), "max": round(v[-1], 3)}
+
+
+def publish(request, test: str, figures: dict) -> None:
+    """Print the figures of a fault test on the terminal (one JSON line) and,
+    when NETPEER_FAULTS_REPORT names a file, append them there."""
+    line = json.dumps({"test": test, **figures}, sort_keys=True)
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\n[faults] {line}")
+    path = os.environ.get("NETPEER_FAULTS_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
