@@ -106,6 +106,26 @@ class ConsentMachine(RuleBasedStateMachine):
                                                     max_size=2, unique=True))
         self.create_peering(ns, net, name, "" if rns == ns and data.draw(st.booleans()) else rns, rnet, pin)
 
+    @precondition(lambda self: len(self.model.nets) >= 2)
+    @rule(data=st.data(), names=st.tuples(st.sampled_from(PEERINGS), st.sampled_from(PEERINGS)))
+    def both_halves(self, data, names):
+        """Two owners consent to each other, one after the other."""
+        (ns, net), (rns, rnet) = data.draw(st.lists(st.sampled_from(sorted(self.model.nets)), min_size=2,
+                                                    max_size=2, unique=True))
+        self.create_peering(ns, net, names[0], rns, rnet, "none")
+        self.create_peering(rns, rnet, names[1], ns, net, "none")
+
+    @precondition(lambda self: len(self.model.nets) >= 3)
+    @rule(data=st.data())
+    def wait_then_bind_elsewhere(self, data):
+        """A network consents towards one network, then binds with another:
+        the older consent may later be blocked, and unblocked, by the pair."""
+        (ns, net), (ans, anet), (bns, bnet) = data.draw(st.lists(st.sampled_from(sorted(self.model.nets)),
+                                                                 min_size=3, max_size=3, unique=True))
+        self.create_peering(ns, net, "p1", ans, anet, "none")
+        self.create_peering(ns, net, "p2", bns, bnet, "none")
+        self.create_peering(bns, bnet, "p1", ns, net, "none")
+
     @precondition(lambda self: any(p.remote_key in self.model.nets for p in self.model.peers.values()))
     @rule(data=st.data(), name=st.sampled_from(PEERINGS))
     def consent_back(self, data, name):
