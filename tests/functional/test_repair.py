@@ -3,6 +3,8 @@ orphans go, and rows that are not ours are never touched."""
 
 from __future__ import annotations
 
+import time
+
 from netpeer.ovn import names
 
 
@@ -76,6 +78,14 @@ def test_orphans_are_removed(netpeerd):
                        "nexthop=10.1.0.9", "external_ids:netpeer\\:owner=netpeer", "external_ids:netpeer\\:kind=route",
                        "external_ids:netpeer\\:id=route/ghost", "external_ids:netpeer\\:network=ghost",
                        "--", "add", "Logical_Router", names.router(na["uid"]), "static_routes", "@r")
+    # The sweep reads netpeerd's IDL replica, which gets the rows above
+    # asynchronously (a loaded machine showed it one row short): wait for both.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        ids = {r.get(names.ID) for rows in netpeerd.owned_rows().values() for r in rows}
+        if {"ls/ghost", "route/ghost"} <= ids:
+            break
+        time.sleep(0.02)
     report = netpeerd.service.repair()
     assert report.repaired_rows == 2
     assert "np-ls-ghost" not in netpeerd.ovn.nbctl("ls-list")
