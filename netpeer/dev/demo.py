@@ -272,11 +272,11 @@ class Demo:
             watcher.start()
         try:
             out_b = self.apply(b)
+            b_done = time.monotonic()
+            if watcher.is_alive():
+                watcher.join(5)   # it sees Bound before `pulumi up` returns; this only bounds a failure
         finally:
             stop.set()
-        b_done = time.monotonic()
-        if watcher.is_alive():
-            watcher.join(5)
         note(f"tenant B's peering to-a: {out_b.get('phase')} ({out_b.get('reason')})")
         if out_b.get("phase") != "Bound":
             raise DemoError(f"tenant B's peering is {out_b.get('phase')} ({out_b.get('reason')}), not Bound")
