@@ -175,10 +175,11 @@ class Service:
             tx.put_network(network)
             # Peerings that already point here may now match.
             touched = {network.uid} | self._resolve(tx, consent.affected_by(tx, [key]), now)
-            return network, touched
+            return self._view(tx, network), touched
 
-        self._write(op)
-        return self.get_network(caller, namespace, name)
+        # The view as this write left it (re-reading after the commit could
+        # see a concurrent delete and report a committed write as failed).
+        return self._write(op)
 
     def get_network(self, caller: Caller, namespace: str, name: str) -> NetworkView:
         self._authorize(caller, namespace)
@@ -226,7 +227,7 @@ class Service:
                 old, subnets=subnets_, routes=routes_,
                 description=old.description if description is None else description)
             if new == old:
-                return old, set()
+                return self._view(tx, old), set()
             new = dataclasses.replace(new, update_time=now, revision=old.revision + 1)
             prefixes_changed = (new.subnets, new.routes) != (old.subnets, old.routes)
             touched: set[str] = set()
@@ -243,10 +244,9 @@ class Service:
                 touched |= self._resolve(tx, consent.affected_by(tx, [key]), now)
             else:
                 tx.put_network(new)
-            return new, touched
+            return self._view(tx, new), touched
 
-        self._write(op)
-        return self.get_network(caller, namespace, name)
+        return self._write(op)
 
     def delete_network(self, caller: Caller, namespace: str, name: str, etag: str = "") -> None:
         self._authorize(caller, namespace)
@@ -312,11 +312,9 @@ class Service:
                               f"waiting for {remote_key} to consent", now, now, 1)
             tx.put_peering(peering)
             touched = self._resolve(tx, [key], now)
-            return key, touched
+            return tx.get_peering(key), touched
 
-        key = self._write(op)
-        with self.store.read() as tx:
-            return tx.get_peering(key)
+        return self._write(op)
 
     def get_peering(self, caller: Caller, namespace: str, network: str, name: str) -> Peering:
         self._authorize(caller, namespace)
@@ -359,11 +357,9 @@ class Service:
                                       ttl=old.ttl if ttl_ is None else ttl_)
             if new != old:
                 tx.put_peering(dataclasses.replace(new, revision=old.revision + 1))
-            return key, set()
+            return tx.get_peering(key), set()
 
-        key = self._write(op)
-        with self.store.read() as tx:
-            return tx.get_peering(key)
+        return self._write(op)
 
     def delete_peering(self, caller: Caller, namespace: str, network: str, name: str, etag: str = "") -> None:
         self._authorize(caller, namespace)

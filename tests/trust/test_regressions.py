@@ -76,3 +76,38 @@ def test_conflicting_pairs_unblocked_together_the_first_completed_wins(netpeerd,
     assert x.get_peering("x", "X", "to-q")["phase"] == "Bound"
     assert p.get_peering("p", "P", "to-x")["phase"] == "Failed"
     checker()
+
+
+def test_a_write_reports_what_it_committed_even_if_another_write_follows(netpeerd, monkeypatch):
+    """Found by the concurrency test: create/update calls re-read their
+    result in a new transaction after committing, so a concurrent delete in
+    between turned a committed write into INTERNAL (peerings: None) or
+    NOT_FOUND (networks) for the caller, who would think it had failed."""
+    from netpeer.core.models import Caller
+    service = netpeerd.service
+    admin = Caller("admin", frozenset(), True)
+    original = service._write
+    competing = []
+
+    def write_then_someone_else_deletes(fn):
+        result = original(fn)
+        if competing:
+            action = competing.pop()
+            action()  # another client's write lands between our commit and our answer
+        return result
+
+    monkeypatch.setattr(service, "_write", write_then_someone_else_deletes)
+    with netpeerd.client() as c:
+        c.create_network("a", "net-a", ["10.1.0.0/24"])
+        competing.append(lambda: service.delete_peering(admin, "a", "net-a", "p"))
+        p = c.create_peering("a", "net-a", "p", "net-b", "b")
+        assert (p["name"], p["phase"]) == ("p", "Pending")
+        c.create_peering("a", "net-a", "q", "net-c", "b")
+        competing.append(lambda: service.delete_peering(admin, "a", "net-a", "q"))
+        assert c.update_peering("a", "net-a", "q", description="new")["description"] == "new"
+        c.create_network("a", "net-x", ["10.7.0.0/24"])
+        competing.append(lambda: service.delete_network(admin, "a", "net-x"))
+        assert c.update_network("a", "net-x", description="new")["description"] == "new"
+        competing.append(lambda: service.delete_network(admin, "a", "net-y"))
+        assert c.create_network("a", "net-y", ["10.8.0.0/24"])["name"] == "net-y"
+    assert not competing
