@@ -259,7 +259,16 @@ class OvnBackend:
         except Exception as exc:
             if not api.idl._session.is_connected() or "timed out" in str(exc).lower() \
                     or exc.__class__.__name__ == "TimeoutException":
-                raise Unavailable(f"OVN northbound database {self.remote} did not answer: {exc}") from exc
+                # Never quote the exception in the answer: ovsdbapp's
+                # TimeoutException spells out every command of the
+                # transaction, i.e. all desired rows of the networks (100 KB
+                # and more), and gRPC refuses status details that large: the
+                # client got RESOURCE_EXHAUSTED instead of UNAVAILABLE
+                # (found by tests/faults/test_ovn_faults.py). The log gets
+                # the kind of failure only.
+                LOG.warning("OVN NB transaction failed (%s: %.200s)", exc.__class__.__name__, exc)
+                raise Unavailable(f"OVN northbound database {self.remote} did not answer within "
+                                  f"{self.timeout:g}s; the change was not recorded, retry") from exc
             raise
         return cmd.result or SyncReport()
 
