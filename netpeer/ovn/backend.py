@@ -41,6 +41,8 @@ COLUMNS: dict[str, list[str]] = {
     "Logical_Switch_Port": ["name", "type", "addresses", "options", "external_ids"],
     "Address_Set": ["name", "addresses", "external_ids"],
 }
+# Longest pause between two attempts to (re)connect to an NB member (python-ovs's minimum).
+RECONNECT_BACKOFF_MS = 1000
 ROOT_TABLES = ("Logical_Router", "Logical_Switch", "Address_Set")
 CHILD_COLUMNS = (("Logical_Router", "ports"), ("Logical_Router", "static_routes"),
                  ("Logical_Router", "policies"), ("Logical_Switch", "ports"))
@@ -185,11 +187,69 @@ class SyncNetworks(ovs_command.BaseCommand):
         return SyncReport(deleted=deleted)
 
 
+class FindDrift(SyncNetworks):
+    """Read-only: which networks of ``desired`` have rows that differ from
+    their desired rows (or cannot be checked: a foreign row on one of their
+    names). Lets the repair sweep check many networks in one pass and open
+    a write transaction only for those that drifted."""
+
+    def run_idl(self, txn):
+        drifted = set()
+        for uid, rows in self.desired.items():
+            try:
+                if self._differs(uid, rows or []):
+                    drifted.add(uid)
+            except ForeignRowConflict:
+                drifted.add(uid)
+        self.result = drifted
+
+    def _differs(self, uid: str, rows: list[Row]) -> bool:
+        actual = self._actual(uid)
+        for want in rows:
+            have = actual.pop(want.ident, None)
+            if have is None:
+                return True
+            row, parent, _ = have
+            if want.parent is not None and parent is None:
+                return True
+            for col, value in want.columns.items():
+                if _norm(getattr(row, col)) != _norm(value):
+                    return True
+            if dict(row.external_ids) != dict(want.external_ids):
+                return True
+        return bool(actual)
+
+
+class FindOrphans(SyncNetworks):
+    """Read-only: whether any row we own belongs to no network of ``keep``."""
+
+    def __init__(self, api, owner: str, keep: frozenset[str]):
+        super().__init__(api, owner, {}, keep)
+
+    def run_idl(self, txn):
+        keep = self.orphans_except
+        self.result = False
+        for table in ROOT_TABLES:
+            for row in self.api.tables[table].rows.values():
+                if self._ours(row) and row.external_ids.get(names.NETWORK) not in keep:
+                    self.result = True
+                    return
+        for table, column in CHILD_COLUMNS:
+            for parent in self.api.tables[table].rows.values():
+                for child in getattr(parent, column):
+                    if self._ours(child) and child.external_ids.get(names.NETWORK) not in keep:
+                        self.result = True
+                        return
+
+
 class OvnBackend:
     """A connection to the OVN NB database and the operations netpeer needs.
 
     The connection is made in the background and re-made by ovsdbapp after a
     loss; while it is down, writes fail at once with ``Unavailable``.
+    ``remote`` may list the members of a clustered NB, comma-separated: the
+    IDL talks to the leader only and follows it through elections
+    (tests/faults/test_ovn_faults.py).
     """
 
     def __init__(self, remote: str, owner: str = "netpeer", timeout: float = 10.0):
@@ -209,6 +269,17 @@ class OvnBackend:
                 for table, columns in COLUMNS.items():
                     helper.register_columns(table, columns)
                 idl = connection.OvsdbIdl(self.remote, helper, leader_only=True)
+                # Reconnect at most RECONNECT_BACKOFF_MS apart instead of the
+                # python-ovs default (doubling up to 8 s). When a clustered
+                # NB loses its leader, the members that answer first are
+                # followers (or candidates) that leader_only refuses, each
+                # refusal counts as a failed attempt, and the backoff grew to
+                # 8 s: netpeerd stayed UNAVAILABLE for 15-16 s after a kill
+                # although a new leader was elected in about 1.2 s. With a
+                # 1 s cap it is back within 1-4 s (tests/faults, measured in
+                # docs/reliability.md). One connection attempt per second to
+                # a few NB members is negligible load.
+                idl._session.reconnect.set_backoff(RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS)
                 conn = connection.Connection(idl=idl, timeout=self.timeout)
                 # ovsdbapp keeps the connection on the class: give each backend
                 # its own class so several backends can live in one process.
@@ -271,6 +342,25 @@ class OvnBackend:
                                   f"{self.timeout:g}s; the change was not recorded, retry") from exc
             raise
         return cmd.result or SyncReport()
+
+    def drifted(self, desired: Mapping[str, list[Row] | None]) -> set[str]:
+        """The networks of ``desired`` whose OVN rows differ from it; changes nothing."""
+        api = self._ready_api()
+        cmd = FindDrift(api, self.owner, dict(desired))
+        try:
+            with api.transaction(check_error=True, log_errors=False, timeout=self.timeout) as txn:
+                txn.add(cmd)
+        except Exception as exc:
+            raise Unavailable(f"OVN northbound database {self.remote}: drift check failed: {exc}") from exc
+        return cmd.result if cmd.result is not None else set(desired)
+
+    def has_orphans(self, keep: Iterable[str]) -> bool:
+        """Whether OVN holds rows we own of networks not in ``keep``; changes nothing."""
+        api = self._ready_api()
+        cmd = FindOrphans(api, self.owner, frozenset(keep))
+        with api.transaction(check_error=True, log_errors=False, timeout=self.timeout) as txn:
+            txn.add(cmd)
+        return bool(cmd.result)
 
     def owned_rows(self) -> dict[str, list[dict]]:
         """Our rows by table (for status and tests): external_ids and name."""
