@@ -122,6 +122,13 @@ class NetpeerdProcess:
                 self.proc.kill()
                 self.proc.wait(10)
 
+    def assert_no_internal_errors(self) -> None:
+        """The log shows no unexpected exception (an INTERNAL answer is
+        logged as "internal error in ..." with its traceback)."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        bad = [line for line in text.splitlines() if "internal error" in line or "Traceback" in line]
+        assert not bad, f"netpeerd logged unexpected errors: {bad[:5]}\n{self.tail()}"
+
     def tail(self, chars: int = 3000) -> str:
         try:
             return self.log.read_text(errors="replace")[-chars:]
@@ -182,14 +189,17 @@ class Op:
 class Model:
     """What the store must hold after the acknowledged operations."""
 
-    def __init__(self, tenants: list[str], seed: int, max_networks_per_tenant: int = 8):
+    def __init__(self, tenants: list[str], seed: int, max_networks_per_tenant: int = 8,
+                 prefix_offset: int = 0):
+        """``prefix_offset`` keeps the prefixes of several models (one per
+        concurrent client) apart."""
         self.tenants = tenants
         self.rnd = random.Random(seed)
         self.cap = max_networks_per_tenant
         self.networks: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self.peerings: dict[tuple[str, str, str], tuple[str, str]] = {}
         self._names = 0
-        self._prefixes = 0
+        self._prefixes = prefix_offset
 
     # -- generation
     def _alloc(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -274,12 +284,14 @@ class Model:
         return (rns, rnet, f"to-{key[0]}-{key[1]}") in self.peerings
 
     # -- checks
-    def diff_store(self, tx: Transaction) -> list[str]:
+    def diff_store(self, tx: Transaction, only: list[str] | None = None) -> list[str]:
         """Every way the store differs from the model: an acknowledged write
         missing (lost), a write that was refused or never made present, a
-        wrong phase. Empty when they agree."""
+        wrong phase. Empty when they agree. ``only``: compare these
+        namespaces only (when several models share one store)."""
         out = []
-        stored = {(n.namespace, n.name): n for n in iter_all_networks(tx)}
+        stored = {(n.namespace, n.name): n for n in iter_all_networks(tx)
+                  if only is None or n.namespace in only}
         for key, (subnets, routes) in self.networks.items():
             net = stored.get(key)
             if net is None:

@@ -169,6 +169,7 @@ def test_kill9_at_random_points_loses_nothing(ovn, netpeerd_factory, request):
         checker.close()
         store.close()
 
+    daemon.assert_no_internal_errors()
     assert kills >= 50, kills
     assert acked + in_doubt_happened + in_doubt_not == TOTAL_OPS
     publish(request, "crash_consistency", {
