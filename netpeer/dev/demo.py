@@ -22,6 +22,7 @@ the state directory, and checks that no process or namespace is left.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -200,11 +201,19 @@ class Demo:
                 json.dump(saved, f)
 
     def apply(self, t: Tenant) -> dict:
-        self.project(t)
-        self.pulumi(t, "stack", "select", "--create", STACK, quiet=True)
-        self.pulumi(t, "config", "set", "--stack", STACK, "--plaintext", "netpeer:endpoint",
-                    self.stack.endpoint, quiet=True)
-        self.pulumi(t, "config", "set", "--stack", STACK, "--secret", "netpeer:token", t.token, quiet=True)
+        project = self.project(t)
+        project_name = next(line.split(":", 1)[1].strip() for line in (project / "Pulumi.yaml").read_text().splitlines()
+                            if line.startswith("name:"))
+        if not (self.dir / "pulumi-state" / ".pulumi" / "stacks" / project_name / f"{STACK}.json").exists():
+            self.pulumi(t, "stack", "init", STACK, quiet=True)
+        # The stack's settings, unless a previous run set these very values.
+        stamp = project / f".{STACK}.configured"
+        wanted = hashlib.sha256(f"{self.stack.endpoint}\n{t.token}".encode()).hexdigest()
+        if not (stamp.exists() and stamp.read_text() == wanted and (project / f"Pulumi.{STACK}.yaml").exists()):
+            self.pulumi(t, "config", "set", "--stack", STACK, "--plaintext", "netpeer:endpoint",
+                        self.stack.endpoint, quiet=True)
+            self.pulumi(t, "config", "set", "--stack", STACK, "--secret", "netpeer:token", t.token, quiet=True)
+            stamp.write_text(wanted)
         # --refresh: on a re-run the outputs show the phase now, not the one of the last update.
         self.pulumi(t, "up", "--refresh", "--yes", "--skip-preview", "--stack", STACK, stream=True)
         return self.outputs(t)
