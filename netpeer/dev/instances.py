@@ -403,6 +403,9 @@ class Fleet:
 
     def delete(self, name: str) -> None:
         """Remove the instance's switch port, veth and namespace. NotFound when unknown."""
+        if not self.file.exists():
+            raise errors.NotFound(f"instance {name!r} not found (netpeer dev instance list)", field="NAME",
+                                  value=name)
         with self._locked() as items:
             inst = items.get(name)
             if inst is None:
@@ -425,6 +428,8 @@ class Fleet:
         """Remove every instance: recorded ones, plus namespaces with our prefix
         and instance ports naming them that a lost state file would miss."""
         count, failures = 0, []
+        if not self.dir.exists():
+            return 0
         with self._locked() as items:
             for name in sorted(items):
                 say(f"deleting instance {name} (netns {items[name].netns})")
