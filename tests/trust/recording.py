@@ -1,8 +1,8 @@
 """A netpeerd whose service records the order in which writes were
-serialized. Behaviour is the real ``Service``'s: the subclass only notes,
-under the service's own write lock, which call ran and how it ended, and
-gives the service a clock that never returns the same instant twice (so
-creation times order strictly, as the serialization does)."""
+serialized. Behaviour is the real ``Service``'s (locking, group commit and
+all): the subclass only wraps each write's operation to note when it ran and
+how it ended, and gives the service a clock that never returns the same
+instant twice (so creation times order strictly, as the serialization does)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ class RecordingService(Service):
         self._clock_lock = threading.Lock()
         self._last = None
         super().__init__(store, backend, owner=owner, clock=self._tick)
-        self.log: list[dict] = []          # writes that reached the lock, in serialization order
+        self.entries: list[dict] = []      # writes whose operation ran against the store
         self.prelock: list[dict] = []      # calls refused before reading any state
         self._local = threading.local()
-        self._prelock_lock = threading.Lock()
+        self._record_lock = threading.Lock()
+        self._seq = 0
 
     def _tick(self):
         with self._clock_lock:
@@ -39,20 +40,52 @@ class RecordingService(Service):
             self._last = now
             return now
 
+    @property
+    def log(self) -> list[dict]:
+        """The writes in the order the service serialized them."""
+        with self._record_lock:
+            return sorted(self.entries, key=lambda e: e["seq"])
+
     def _write(self, fn):
+        """Notes when the write's operation runs and how it ends. The service
+        runs operations one after the other inside its write transaction(s),
+        possibly on another caller's thread (group commit), so the order in
+        which they run is the order the service serialized them. An operation
+        re-run (a group retried write by write) takes its last position."""
         entry = getattr(self._local, "entry", None)
-        with self._lock:  # re-entrant: the base class takes it again
+        if entry is None:
+            return super()._write(fn)
+
+        def recorded(tx):
             try:
-                result = super()._write(fn)
+                out = fn(tx)
             except NetpeerError as exc:
-                if entry is not None:
-                    entry.update(code=type(exc).__name__, seq=len(self.log))
-                    self.log.append(entry)
+                self._note(entry, code=type(exc).__name__, tx=id(tx))
                 raise
-            if entry is not None:
-                entry.update(code="OK", seq=len(self.log), result=result)
-                self.log.append(entry)
-            return result
+            self._note(entry, code="OK", result=out[0], tx=id(tx))
+            return out
+
+        try:
+            return super()._write(recorded)
+        except NetpeerError as exc:
+            if "seq" in entry and entry["code"] == "OK":
+                # The operation ran but the write as a whole failed (OVN
+                # refused or was unreachable): not applied.
+                self._note(entry, code=type(exc).__name__, seq=None)
+            raise
+
+    def _note(self, entry, seq: int | None = -1, **fields):
+        with self._record_lock:
+            if "seq" not in entry:
+                self.entries.append(entry)
+            entry.update(fields)
+            if seq == -1:
+                entry["seq"] = self._seq
+                self._seq += 1
+            elif seq is None:
+                self.entries.remove(entry)
+                entry["seq"] = None
+                self.prelock.append(entry)
 
 
 def _recorded(name: str):
@@ -66,7 +99,7 @@ def _recorded(name: str):
         except NetpeerError as exc:
             if "seq" not in entry:
                 entry.update(code=type(exc).__name__, seq=None)
-                with self._prelock_lock:
+                with self._record_lock:
                     self.prelock.append(entry)
             raise
         finally:

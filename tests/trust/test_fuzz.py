@@ -6,8 +6,8 @@ message on one line; after every call the state invariants hold (see
 invariants.py: store consistency, consent fixpoint, nothing invalid stored,
 OVN equal to what the store implies, no duplicate netpeer:id).
 
-NETPEER_FUZZ_EXAMPLES sets the examples per RPC (default 60) and
-NETPEER_FUZZ_SEQUENCES the mixed call sequences (default 60).
+NETPEER_FUZZ_EXAMPLES sets the examples per RPC (default 400) and
+NETPEER_FUZZ_SEQUENCES the mixed call sequences (default 250).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from tests.trust.invariants import Checker
 from tests.trust.rpc import ALL_RPCS, Raw
 from tests.trust.strategies import plausible, requests
 
-EXAMPLES = int(os.environ.get("NETPEER_FUZZ_EXAMPLES", "60"))
-SEQUENCES = int(os.environ.get("NETPEER_FUZZ_SEQUENCES", "60"))
+EXAMPLES = int(os.environ.get("NETPEER_FUZZ_EXAMPLES", "400"))
+SEQUENCES = int(os.environ.get("NETPEER_FUZZ_SEQUENCES", "250"))
 NEVER = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED,
          grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.DATA_LOSS}
 CALLERS = ("admin", "admin", "admin", "fz-a", "fz-ab", "bad", "none")
@@ -115,6 +115,7 @@ def test_fuzz_each_rpc(fuzz, method):
     report.add("fuzz", f"{method}: inputs", 0)  # keeps the RPC order of the report stable
 
 
+@pytest.mark.slow
 def test_fuzz_sequences(fuzz):
     """Sequences of mostly plausible calls (which build networks, Bound and
     Failed pairs) mixed with adversarial ones, with expiry and repair sweeps

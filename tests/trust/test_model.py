@@ -4,7 +4,7 @@ compares it with the reference model of tests/trust/model.py (networks,
 halves, phases, reasons, learned uids, and the outcome of every call) and
 checks the state invariants, OVN included.
 
-NETPEER_MODEL_EXAMPLES sets the number of runs (default 40) of up to
+NETPEER_MODEL_EXAMPLES sets the number of runs (default 100) of up to
 NETPEER_MODEL_STEPS steps (default 40).
 """
 
@@ -14,6 +14,7 @@ import collections
 import os
 import uuid
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
@@ -23,7 +24,7 @@ from netpeer import errors
 from tests.trust import report
 from tests.trust.model import Model, diff, service_view
 
-EXAMPLES = int(os.environ.get("NETPEER_MODEL_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("NETPEER_MODEL_EXAMPLES", "100"))
 STEPS = int(os.environ.get("NETPEER_MODEL_STEPS", "40"))
 NAMESPACES = ("a", "b", "c")
 NETWORKS = ("n1", "n2")
@@ -189,6 +190,7 @@ class ConsentMachine(RuleBasedStateMachine):
         assert self.d.owned_rows() == {}
 
 
+@pytest.mark.slow
 def test_consent_model(netpeerd, checker):
     ConsentMachine.d = netpeerd
     ConsentMachine.check = staticmethod(checker)
