@@ -145,9 +145,41 @@ def teardown_module(module):
     total = sum(TRIED.values())
     if not total:
         return
-    for method in ALL_RPCS:
+    for method in ALL_RPCS + ("credentials",):
         codes = ", ".join(f"{k} {v}" for k, v in CODES[method].most_common())
         report.record("fuzz", f"{method}: inputs", f"{TRIED[method]} ({codes})")
     report.record("fuzz", "total inputs (each followed by the invariant check)", total)
     report.record("fuzz", "examples per RPC / sequences (NETPEER_FUZZ_EXAMPLES / _SEQUENCES)",
                   f"{EXAMPLES} / {SEQUENCES}")
+
+
+def test_fuzz_credentials(fuzz):
+    """Random bearer values (any printable ASCII, token-shaped or not, real ids
+    with wrong secrets) on random RPCs: UNAUTHENTICATED, every time."""
+    real = [t for t in fuzz.tokens.values() if t]
+    printable = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7e), max_size=120)
+    shaped = st.builds(lambda i, s: f"np_{i}_{s}", printable, printable)
+    near = st.builds(lambda t, cut, extra: t.split("_", 2)[0] + "_" + t.split("_", 2)[1] + "_" +
+                     t.split("_", 2)[2][:cut] + extra, st.sampled_from(real), st.integers(0, 60),
+                     st.text(alphabet="abcdefABCDEF0123456789-", min_size=1, max_size=3))
+    schemes = st.sampled_from(["Bearer", "bearer", "BEARER", "Basic", "Token", "", "Bearer "])
+
+    @settings(max_examples=max(EXAMPLES // 2, 50), **SETTINGS)
+    @given(scheme=schemes, value=st.one_of(printable, shaped, near), method=st.sampled_from(ALL_RPCS))
+    def run(scheme, value, method):
+        if value in real and scheme.lower().strip() == "bearer":
+            return  # a real token: not a bad credential
+        header = f"{scheme} {value}".strip() if scheme else value
+        code, details, _ = fuzz.raw.call(method, requests_default(method), metadata=(("authorization", header),))
+        TRIED["credentials"] += 1
+        CODES["credentials"][code.name] += 1
+        assert code == grpc.StatusCode.UNAUTHENTICATED, (header, method, code, details)
+        assert details in ("invalid token", "missing credentials: pass a token (--token or NETPEER_TOKEN)"), details
+
+    run()
+    fuzz.check()
+
+
+def requests_default(method):
+    from tests.trust.rpc import request_class
+    return request_class(method)()
