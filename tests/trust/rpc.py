@@ -71,8 +71,10 @@ NB_TABLES = ("Logical_Router", "Logical_Router_Port", "Logical_Router_Static_Rou
 
 
 def ovn_dump(ovn) -> str:
-    """Every row and column (with uuids) of the NB tables netpeer writes."""
+    """Every row (with its uuid) of the NB tables netpeer writes, in the
+    columns netpeer writes: not those ovn-northd updates on its own (``up``)."""
+    from netpeer.ovn.backend import COLUMNS
     args = []
     for t in NB_TABLES:
-        args += ["--", "list", t]
+        args += ["--", f"--columns=_uuid,{','.join(COLUMNS[t])}", "list", t]
     return ovn.nbctl("--format=csv", "--data=bare", *args[1:])

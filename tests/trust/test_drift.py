@@ -18,6 +18,7 @@ from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.daemon import Config, serve
 from netpeer.ovn import names
+from netpeer.ovn.backend import COLUMNS
 from tests.conftest import ADMIN_TOKEN
 from tests.trust import report
 from tests.trust.rpc import NB_TABLES
@@ -43,8 +44,8 @@ def nb_state(ovn) -> tuple[frozenset, dict]:
     """(every root row with its children inlined, without uuids; uuid of
     every row by a content key) for the tables netpeer writes."""
     args = []
-    for t in NB_TABLES:
-        args += ["--", "list", t]
+    for t in NB_TABLES:  # the columns netpeer writes, not those ovn-northd updates (``up``)
+        args += ["--", f"--columns=_uuid,{','.join(COLUMNS[t])}", "list", t]
     out = ovn.nbctl("--format=json", "--data=json", *args[1:])
     dec, i, docs = json.JSONDecoder(), 0, []
     out = out.strip()
