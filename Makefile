@@ -1,7 +1,7 @@
 # netpeer: the two commands a newcomer needs are `make demo` and `make test`.
 PY := .venv/bin/python
 
-.PHONY: setup demo demo-down walkthrough test test-fast check-proto proto clean help
+.PHONY: setup demo demo-down walkthrough test test-fast check-proto proto clean help bench bench-quick
 
 setup:                ## install OVN, Open vSwitch and the Python environment
 	bash scripts/setup.sh
@@ -29,3 +29,11 @@ test-fast: setup      ## unit tests only
 
 help:                 ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:[^#]*## /\t/' | expand -t 16
+
+bench: setup          ## benchmarks (< 30 min): results/<timestamp>/ (JSON, Markdown, PNG)
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m bench $(BENCH_ARGS)
+
+bench-quick: setup    ## a 2-minute smoke run of the benchmark harness (figures mean nothing)
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m bench --quick $(BENCH_ARGS)

@@ -1,0 +1,135 @@
+"""``python -m bench [--quick] [--out DIR] [--only SECTION ...]``
+
+Writes ``results/<timestamp>/results.json``, ``results.md`` and PNG plots.
+``--quick`` runs tiny sizes and few samples (a smoke run of the harness,
+about two minutes); the figures it prints mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import report
+from bench.deploy import ROOT, load_average
+
+SECTIONS = ("scale", "bulk", "pulumi")
+
+FULL = {
+    "sizes": [100, 1000, 10000],
+    "bind_samples": {100: 300, 1000: 300, 10000: 300},
+    "ttt_samples": {100: 20, 1000: 20, 10000: 8},
+    "lflow_pairs": 10,
+    "cli_reps": {100: 0, 1000: 5, 10000: 0},
+    "bulk": {"networks": 500, "pairs": 1000, "concurrency": 32},
+    "pulumi": {"counts": [50, 200], "reps": 1},
+}
+QUICK = {
+    "sizes": [30, 60],
+    "bind_samples": {30: 20, 60: 20},
+    "ttt_samples": {30: 2, 60: 2},
+    "lflow_pairs": 2,
+    "cli_reps": {30: 1, 60: 0},
+    "bulk": {"networks": 20, "pairs": 30, "concurrency": 8},
+    "pulumi": {"counts": [4], "reps": 1},
+}
+
+
+def machine() -> dict:
+    def version(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
+        except Exception:
+            return "?"
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True).stdout.strip())
+    mem = Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
+    return {"cpus": os.cpu_count(), "mem_gib": round(int(mem) / 2**20, 1), "python": platform.python_version(),
+            "ovn": version(["ovn-northd", "--version"]), "ovs": version(["ovs-vswitchd", "--version"]),
+            "git": rev + ("-dirty" if dirty else ""), "kernel": platform.release()}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny sizes, few samples: a smoke run of the harness")
+    p.add_argument("--out", help="output directory (default results/<timestamp>)")
+    p.add_argument("--only", action="append", choices=SECTIONS, help="run only these sections (repeatable)")
+    p.add_argument("--sizes", help="comma-separated deployment sizes (networks), overriding the preset")
+    p.add_argument("--report-only", metavar="JSON", help="re-render the table and plots from a results.json")
+    args = p.parse_args(argv)
+
+    if args.report_only:
+        src = Path(args.report_only)
+        data = json.loads(src.read_text())
+        report.write(data, Path(args.out) if args.out else src.parent)
+        return 0
+    if os.geteuid() != 0:
+        print("bench: needs root (OVN daemons, network namespaces)", file=sys.stderr)
+        return 2
+    preset = dict(QUICK if args.quick else FULL)
+    if args.sizes:
+        preset["sizes"] = [int(x) for x in args.sizes.split(",")]
+    out = Path(args.out) if args.out else ROOT / "results" / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    sections = args.only or list(SECTIONS)
+    data: dict = {"meta": {"quick": args.quick, "preset": preset, "machine": machine(),
+                           "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_start": load_average()}}
+    t_start = time.monotonic()
+
+    def save():
+        data["meta"]["elapsed_s"] = time.monotonic() - t_start
+        (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
+
+    load_samples = []
+    import threading
+    stop = threading.Event()
+
+    def sample_load():
+        while not stop.wait(10):
+            load_samples.append(load_average()[0])
+    threading.Thread(target=sample_load, daemon=True).start()
+
+    from bench import scale
+    try:
+        if "scale" in sections:
+            data["scale"] = {}
+            for n in preset["sizes"]:
+                data["scale"][str(n)] = scale.run_size(
+                    n, bind_samples=_pick(preset["bind_samples"], n, 100), ttt_samples=_pick(preset["ttt_samples"], n, 5),
+                    lflow_pairs=preset["lflow_pairs"], cli_reps=_pick(preset["cli_reps"], n, 0))
+                save()
+        if "bulk" in sections:
+            from bench import bulk
+            scale.log("bulk apply")
+            data["bulk"] = bulk.run(**preset["bulk"])
+            save()
+        if "pulumi" in sections:
+            from bench import pulumi_bench
+            scale.log("pulumi")
+            data["pulumi"] = pulumi_bench.run(**preset["pulumi"])
+            save()
+    finally:
+        stop.set()
+        data["meta"]["load_samples_1min"] = load_samples
+        data["meta"]["load_end"] = load_average()
+        save()
+    report.write(data, out)
+    print(out)
+    return 0
+
+
+def _pick(table: dict, n: int, default):
+    return table.get(n, default)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Bulk apply: 1,000 peerings (Bound pairs) among 500 networks through the
+API, against one ``ovn-nbctl`` process writing the same OVN rows (ports,
+routes, policies; address sets exist with the networks), in the same run.
+
+Both start from the same 500 networks (same uids, same rows). ovn-northd is
+paused while either side writes, so the figure compares the write paths, not
+the machine's two cores shared with northd; then northd is resumed and the
+time until the southbound database reflects everything is reported too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from netpeer.core import dataplane
+from netpeer.store.sqlite import SqliteStore
+
+from bench import nbctl
+from bench.deploy import OWNER, Deployment, Topology, peering_name
+
+TABLES = ("Logical_Router_Port", "Logical_Router_Static_Route", "Logical_Router_Policy", "Address_Set")
+
+
+def pair_list(networks: int, pairs: int) -> list[tuple[int, int]]:
+    """``pairs`` pairs, each network in 2*pairs/networks of them: i with i+1, i+2, ..."""
+    out = []
+    step = 1
+    while len(out) < pairs:
+        for i in range(networks):
+            if len(out) == pairs:
+                break
+            out.append((i, (i + step) % networks))
+        step += 1
+    return out
+
+
+def nb_counts(d: Deployment) -> dict[str, int]:
+    out = {}
+    for table in TABLES:
+        text = d.ovn.nbctl("--bare", "--columns=_uuid", "find", table, 'external_ids:"netpeer:owner"=netpeer',
+                           timeout=120)
+        out[table] = sum(1 for line in text.splitlines() if line.strip())
+    return out
+
+
+def _api(d: Deployment, topo: Topology, pairs, concurrency: int) -> dict:
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    client = d.client()  # one channel, shared by the threads (gRPC channels are thread-safe)
+
+    def consent(args):
+        i, j = args
+        try:
+            client.create_peering(topo.ns(i), topo.name(i), peering_name(j), topo.name(j), topo.ns(j))
+        except Exception as exc:  # report, don't hide
+            with lock:
+                errors.append(str(exc))
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(consent, pairs))
+    t1 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(consent, [(j, i) for i, j in pairs]))
+    t2 = time.perf_counter()
+    client.close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} API calls failed, first: {errors[0]}")
+    return {"first_consents_s": t1 - t0, "second_consents_s": t2 - t1, "total_s": t2 - t0}
+
+
+def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
+    topo = Topology(networks, group=0)
+    plist = pair_list(networks, pairs)
+    out: dict = {"networks": networks, "pairs": pairs, "api_concurrency": concurrency}
+    with Deployment(chassis=False) as api, Deployment(chassis=False) as raw:
+        for d in (api, raw):
+            d.start_ovn()
+        api.seed(topo)
+        api.wait_sb()
+        api.start_netpeerd()
+        # The raw side gets the very same networks (uids), hence the same rows.
+        raw.networks = api.networks
+        nbctl.run(raw.ovn, nbctl.create_networks(
+            [dataplane.network_rows(OWNER, n, []) for n in api.networks.values()]))
+        raw.wait_sb()
+
+        # The rows the peerings add: each network's rows with its peers, minus its rows without.
+        peers = {i: [] for i in range(networks)}
+        for i, j in plist:
+            peers[i].append(api.networks[j])
+            peers[j].append(api.networks[i])
+        rows = []
+        for i, net in api.networks.items():
+            before = {r.ident for r in dataplane.network_rows(OWNER, net, [])}
+            rows += [r for r in dataplane.network_rows(OWNER, net, peers[i]) if r.ident not in before]
+        batches = nbctl.pack(nbctl.add_children(rows))
+        out["rows"] = len(rows)
+        out["nbctl_args_bytes"] = sum(len(a) + 1 for b in batches for a in b)
+        out["nbctl_invocations"] = len(batches)
+
+        for d in (api, raw):
+            d.northd("pause")
+        out["api"] = _api(api, topo, plist, concurrency)
+        out["raw_s"] = sum(nbctl.run(raw.ovn, b) for b in batches)
+        out["ratio"] = out["api"]["total_s"] / out["raw_s"]
+        out["ratio_second_consents"] = out["api"]["second_consents_s"] / out["raw_s"]
+        for d in (api, raw):
+            d.northd("resume")
+        out["api_until_sb_s"] = api.wait_sb(1200)
+        out["raw_until_sb_s"] = raw.wait_sb(1200)
+        out["rows_api"], out["rows_raw"] = nb_counts(api), nb_counts(raw)
+        if out["rows_api"] != out["rows_raw"]:
+            raise RuntimeError(f"the two sides wrote different rows: {out['rows_api']} vs {out['rows_raw']}")
+        out["netpeerd_rss_kib"] = api.netpeerd_rss()
+    return out

@@ -1,0 +1,296 @@
+"""results.json -> a summary (every section), results.md (tables, targets)
+and PNG plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+TARGETS = {
+    "bulk_ratio": 2.0,            # API within 2x of one raw ovn-nbctl
+    "bind_p99_1000_ms": 50.0,     # bind p99 at 1,000 networks
+    "bind_p99_growth": 1.2,       # p99 at 10,000 within 1.2x of p99 at 100
+    "ttt_p99_1000_ms": 1000.0,    # time to traffic (first ping) p99 at 1,000 networks
+    "pulumi_overhead_pct": 10.0,  # provider over the do-nothing stack
+}
+
+
+def _sizes(scale: dict) -> list[int]:
+    return sorted(int(k) for k in scale)
+
+
+def _f(x, digits=1) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, (int,)) or (isinstance(x, float) and abs(x) >= 100):
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
+
+
+def summarize(data: dict) -> dict:
+    """One entry per measured section, with the figures the targets use."""
+    scale = {}
+    for shape, sc in _shapes(data).items():
+        scale[shape] = sc
+    s: dict = {"bind": {}, "traffic": {}, "northd": {}, "memory": {}, "cli": {}, "bulk": {}, "pulumi": {},
+               "targets": {}}
+    for shape, sc in scale.items():
+        for n in _sizes(sc):
+            r = sc[str(n)]
+            key = f"{shape}/{n}" if shape != "lxd" else str(n)
+            s["bind"][key] = {k: r["bind"]["bind"][k] for k in ("p50_ms", "p99_ms", "max_ms", "n")}
+            if "traffic" in r:
+                t = r["traffic"]
+                s["traffic"][key] = {"ping_p50_ms": t["ping"]["p50_ms"], "ping_p99_ms": t["ping"]["p99_ms"],
+                                     "hv_p50_ms": t["hv"]["p50_ms"], "hv_p99_ms": t["hv"]["p99_ms"],
+                                     "n": t["ping"]["n"]}
+            nd = r.get("northd_full_recompute", {}).get("stopwatch", {})
+            per_bind = [x["stopwatch"].get("build_lflows", {}) for x in r.get("traffic", {}).get("northd", [])]
+            recomputes = [x["engine"].get("lflow", {}).get("recompute", 0) for x in r.get("traffic", {}).get("northd", [])]
+            s["northd"][key] = {
+                "full_recompute_build_lflows_ms": nd.get("build_lflows", {}).get("maximum"),
+                "full_recompute_loop_ms": nd.get("ovn-northd-loop", {}).get("maximum"),
+                "per_bind_lflow_recomputes": (sum(recomputes) / len(recomputes)) if recomputes else None,
+                "per_bind_build_lflows_ms": (sum(x.get("maximum", 0) for x in per_bind) / len(per_bind))
+                if per_bind else None,
+                "lflows_total": r.get("lflows", {}).get("after"),
+                "lflows_per_peering": r.get("lflows", {}).get("per_peering"),
+            }
+            s["memory"][key] = {"netpeerd_rss_mib": r["memory_end_kib"]["netpeerd"]["VmRSS"] / 1024,
+                                "netpeerd_peak_mib": r["memory_end_kib"]["netpeerd"]["VmHWM"] / 1024,
+                                "netpeerd_start_s": r.get("netpeerd_start_s"),
+                                **{f"{k}_mib": v / 1024 for k, v in r["memory_end_kib"]["ovn"].items()}}
+            if r.get("cli"):
+                s["cli"][key] = {k: {"p50_ms": v["p50_ms"], "max_ms": v["max_ms"]} for k, v in r["cli"].items()}
+    if "bulk" in data:
+        b = data["bulk"]
+        s["bulk"] = {"api_s": b["api"]["total_s"], "api_second_consents_s": b["api"]["second_consents_s"],
+                     "raw_s": b["raw_s"], "ratio": b["ratio"], "ratio_second_consents": b["ratio_second_consents"],
+                     "api_until_sb_s": b["api_until_sb_s"], "raw_until_sb_s": b["raw_until_sb_s"],
+                     "rows": b["rows"]}
+    if "pulumi" in data:
+        s["pulumi"] = data["pulumi"]["overhead"]
+
+    t = s["targets"]
+    if s["bulk"]:
+        t["bulk within 2x of raw ovn-nbctl"] = {"value": s["bulk"]["ratio"], "target": TARGETS["bulk_ratio"],
+                                                "met": s["bulk"]["ratio"] <= TARGETS["bulk_ratio"]}
+    b = s["bind"]
+    if "1000" in b:
+        t["bind p99 < 50 ms at 1,000 networks"] = {"value": b["1000"]["p99_ms"], "target": TARGETS["bind_p99_1000_ms"],
+                                                  "met": b["1000"]["p99_ms"] < TARGETS["bind_p99_1000_ms"]}
+    sizes = sorted(int(k) for k in b if "/" not in k)
+    if len(sizes) >= 2:
+        lo, hi = str(sizes[0]), str(sizes[-1])
+        g = b[hi]["p99_ms"] / b[lo]["p99_ms"]
+        t[f"bind p99 at {int(hi):,} within 1.2x of p99 at {int(lo):,}"] = {
+            "value": g, "target": TARGETS["bind_p99_growth"], "met": g <= TARGETS["bind_p99_growth"]}
+    if "1000" in s["traffic"]:
+        v = s["traffic"]["1000"]["ping_p99_ms"]
+        t["time to traffic p99 < 1 s at 1,000 networks"] = {"value": v, "target": TARGETS["ttt_p99_1000_ms"],
+                                                            "met": v < TARGETS["ttt_p99_1000_ms"]}
+    if s["pulumi"]:
+        worst = max((v["overhead_pct"], k) for k, v in s["pulumi"].items() if not k.startswith("destroy"))
+        t["provider overhead < 10% over do-nothing"] = {"value": worst[0], "worst": worst[1],
+                                                       "target": TARGETS["pulumi_overhead_pct"],
+                                                       "met": worst[0] < TARGETS["pulumi_overhead_pct"]}
+    return s
+
+
+def _shapes(data: dict) -> dict[str, dict]:
+    out = {}
+    if "scale" in data:
+        out["lxd"] = data["scale"]
+    for key, value in data.items():
+        if key.startswith("scale_") and isinstance(value, dict):
+            out[key[len("scale_"):]] = value
+    return out
+
+
+# ------------------------------------------------------------------ markdown
+
+def markdown(data: dict, s: dict) -> str:
+    meta = data["meta"]
+    m = meta["machine"]
+    loads = meta.get("load_samples_1min") or []
+    lines = [f"# netpeer benchmark {meta.get('started', '')}", "",
+             f"{m['cpus']} CPUs, {m['mem_gib']} GiB, {m['ovn']}, {m['ovs']}, Python {m['python']}, "
+             f"git {m['git']}{' (--quick: figures are meaningless)' if meta.get('quick') else ''}. "
+             f"Took {meta.get('elapsed_s', 0) / 60:.1f} min. Load average (1 min) at start "
+             f"{meta['load_start'][0]:.2f}, during the run mean {sum(loads) / len(loads):.2f} / max {max(loads):.2f}, "
+             f"at end {meta.get('load_end', [0])[0]:.2f}." if loads else "", ""]
+    lines += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
+    for name, t in s["targets"].items():
+        unit = "x" if "within" in name and "ms" not in name else ("%" if "overhead" in name else " ms")
+        lines.append(f"| {name} | {_f(t['value'], 2)}{unit}{' (' + t['worst'] + ')' if 'worst' in t else ''} | "
+                     f"{'yes' if t['met'] else '**no**'} |")
+    if s["bind"]:
+        lines += ["", "## Bind latency through the API (second consent → Bound, NB committed)", "",
+                  "| deployment | networks | Bound pairs | samples | p50 ms | p99 ms | max ms | unbind p50 ms |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for shape, sc in _shapes(data).items():
+            for n in _sizes(sc):
+                r = sc[str(n)]
+                lines.append(f"| {shape} | {n:,} | {r['bound_pairs']:,} | {r['bind']['bind']['n']} | "
+                             f"{_f(r['bind']['bind']['p50_ms'])} | {_f(r['bind']['bind']['p99_ms'])} | "
+                             f"{_f(r['bind']['bind']['max_ms'])} | {_f(r['bind']['unbind']['p50_ms'])} |")
+    if s["traffic"]:
+        lines += ["", "## Time to traffic (second consent → ...)", "",
+                  "| deployment | networks | samples | chassis applied (hv_cfg) p50 / p99 ms | first ping p50 / p99 ms |",
+                  "|---|---|---|---|---|"]
+        for shape, sc in _shapes(data).items():
+            for n in _sizes(sc):
+                t = sc[str(n)].get("traffic")
+                if t:
+                    lines.append(f"| {shape} | {n:,} | {t['ping']['n']} | {_f(t['hv']['p50_ms'])} / {_f(t['hv']['p99_ms'])} | "
+                                 f"{_f(t['ping']['p50_ms'])} / {_f(t['ping']['p99_ms'])} |")
+    if s["northd"]:
+        lines += ["", "## ovn-northd per bind and logical flows", "",
+                  "| deployment | networks | full recompute: build_lflows / whole loop ms | lflow recomputes per bind | "
+                  "build_lflows per bind ms | logical flows | flows per peering |", "|---|---|---|---|---|---|---|"]
+        for key, v in s["northd"].items():
+            shape, n = (key.split("/") + [None])[:2] if "/" in key else ("lxd", key)
+            lines.append(f"| {shape} | {int(n):,} | {_f(v['full_recompute_build_lflows_ms'])} / "
+                         f"{_f(v['full_recompute_loop_ms'])} | {_f(v['per_bind_lflow_recomputes'])} | "
+                         f"{_f(v['per_bind_build_lflows_ms'])} | {_f(v['lflows_total'])} | "
+                         f"{_f(v['lflows_per_peering'])} |")
+    if s["memory"]:
+        lines += ["", "## Memory (resident, MiB) and start-up", "",
+                  "| deployment | networks | netpeerd | netpeerd peak | netpeerd start + first sweep s | NB ovsdb | SB ovsdb | ovn-northd |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for key, v in s["memory"].items():
+            shape, n = (key.split("/") + [None])[:2] if "/" in key else ("lxd", key)
+            lines.append(f"| {shape} | {int(n):,} | {_f(v['netpeerd_rss_mib'])} | {_f(v['netpeerd_peak_mib'])} | "
+                         f"{_f(v.get('netpeerd_start_s'))} | {_f(v.get('ovsdb-server-nb_mib'))} | "
+                         f"{_f(v.get('ovsdb-server-sb_mib'))} | {_f(v.get('ovn-northd_mib'))} |")
+    if s["bulk"]:
+        b = s["bulk"]
+        bulk = data["bulk"]
+        lines += ["", f"## Bulk apply: {bulk['pairs']:,} peerings (Bound pairs) among {bulk['networks']} networks", "",
+                  "| path | NB written s | until SB s |", "|---|---|---|",
+                  f"| API, {bulk['pairs'] * 2:,} consents, {bulk['api_concurrency']} concurrent clients | "
+                  f"{_f(b['api_s'], 2)} (second consents alone {_f(b['api_second_consents_s'], 2)}) | {_f(b['api_until_sb_s'], 2)} |",
+                  f"| ovn-nbctl, {b['rows']:,} rows in {bulk.get('nbctl_invocations', 1)} process(es) | "
+                  f"{_f(b['raw_s'], 2)} | {_f(b['raw_until_sb_s'], 2)} |",
+                  f"| ratio | **{_f(b['ratio'], 2)}x** (second consents alone {_f(b['ratio_second_consents'], 2)}x) | |"]
+    if s["pulumi"]:
+        lines += ["", "## Pulumi (real CLI, local backend)", "",
+                  "| operation, resources | netpeer s | do-nothing s | overhead |", "|---|---|---|---|"]
+        for k, v in s["pulumi"].items():
+            lines.append(f"| {k} | {_f(v['netpeer_s'], 2)} | {_f(v['noop_s'], 2)} | {_f(v['overhead_pct'])}% |")
+    if s["cli"]:
+        lines += ["", "## CLI per command (whole process, wall time)", ""]
+        for key, cmds in s["cli"].items():
+            lines += [f"At {key} networks:", "", "| command | p50 ms | max ms |", "|---|---|---|"]
+            for name, v in cmds.items():
+                lines.append(f"| `netpeer {name}` | {_f(v['p50_ms'])} | {_f(v['max_ms'])} |"
+                             if not name.startswith("(") else f"| {name} | {_f(v['p50_ms'])} | {_f(v['max_ms'])} |")
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ plots
+
+def plots(data: dict, s: dict, out: Path) -> list[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    shapes = _shapes(data)
+
+    def save(fig, name):
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        made.append(name)
+
+    if shapes:
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for shape, sc in shapes.items():
+            ns = _sizes(sc)
+            for q, style in (("p50_ms", "o-"), ("p99_ms", "s--")):
+                ax.plot(ns, [sc[str(n)]["bind"]["bind"][q] for n in ns], style, label=f"{shape} {q[:3]}")
+        ax.axhline(50, color="red", lw=0.8, ls=":", label="target p99 at 1,000")
+        ax.set_xscale("log")
+        ax.set_xlabel("networks (as many Bound pairs)")
+        ax.set_ylabel("ms")
+        ax.set_title("Bind latency through the API")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+        save(fig, "bind_latency.png")
+
+        if any("traffic" in sc[k] for sc in shapes.values() for k in sc):
+            fig, ax = plt.subplots(figsize=(6.4, 4))
+            for shape, sc in shapes.items():
+                ns = [n for n in _sizes(sc) if "traffic" in sc[str(n)]]
+                for what, style in (("ping", "o-"), ("hv", "s--")):
+                    ax.plot(ns, [sc[str(n)]["traffic"][what]["p99_ms"] / 1000 for n in ns], style,
+                            label=f"{shape} {'first ping' if what == 'ping' else 'chassis (hv_cfg)'} p99")
+                    ax.plot(ns, [sc[str(n)]["traffic"][what]["p50_ms"] / 1000 for n in ns], style, alpha=0.35,
+                            label=f"{shape} {'first ping' if what == 'ping' else 'chassis (hv_cfg)'} p50")
+            ax.axhline(1, color="red", lw=0.8, ls=":", label="target p99 at 1,000")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("networks (as many Bound pairs)")
+            ax.set_ylabel("seconds")
+            ax.set_title("Time to traffic after the second consent")
+            ax.legend(fontsize=7)
+            save(fig, "time_to_traffic.png")
+
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for shape, sc in shapes.items():
+            ns = _sizes(sc)
+            ax.plot(ns, [(sc[str(n)].get("northd_full_recompute", {}).get("stopwatch", {}).get("ovn-northd-loop", {})
+                          .get("maximum") or 0) for n in ns], "o-", label=f"{shape}: northd full recompute (loop)")
+            ax.plot(ns, [sc[str(n)]["memory_end_kib"]["netpeerd"]["VmRSS"] / 1024 for n in ns], "s--",
+                    label=f"{shape}: netpeerd RSS (MiB)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("networks (as many Bound pairs)")
+        ax.set_ylabel("ms  /  MiB")
+        ax.set_title("What grows with the deployment")
+        ax.legend(fontsize=8)
+        save(fig, "growth.png")
+
+    if s["bulk"]:
+        b = s["bulk"]
+        fig, ax = plt.subplots(figsize=(6.4, 3.2))
+        labels = ["API (all consents)", "API (second consents)", "raw ovn-nbctl"]
+        vals = [b["api_s"], b["api_second_consents_s"], b["raw_s"]]
+        ax.barh(labels, vals, color=["tab:blue", "tab:cyan", "tab:gray"])
+        for y, v in enumerate(vals):
+            ax.text(v, y, f" {v:.2f}s", va="center", fontsize=8)
+        ax.set_xlabel("seconds until NB holds every row")
+        ax.set_title(f"Bulk apply: {data['bulk']['pairs']:,} peerings, ratio {b['ratio']:.2f}x")
+        save(fig, "bulk.png")
+
+    if s["pulumi"]:
+        keys = [k for k in s["pulumi"] if not k.startswith("destroy")]
+        fig, ax = plt.subplots(figsize=(6.4, 3.6))
+        x = range(len(keys))
+        ax.bar([i - 0.2 for i in x], [s["pulumi"][k]["netpeer_s"] for k in keys], 0.4, label="netpeer")
+        ax.bar([i + 0.2 for i in x], [s["pulumi"][k]["noop_s"] for k in keys], 0.4, label="do-nothing")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(keys, rotation=20, fontsize=8)
+        ax.set_ylabel("seconds")
+        ax.set_title("pulumi: netpeer resources vs do-nothing resources")
+        ax.legend(fontsize=8)
+        save(fig, "pulumi.png")
+    return made
+
+
+def write(data: dict, out: Path) -> None:
+    s = summarize(data)
+    data["summary"] = s
+    (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
+    try:
+        made = plots(data, s, out)
+    except ImportError:
+        made = []
+        print("bench: matplotlib is missing (pip install -e '.[bench]'): no plots", flush=True)
+    md = markdown(data, s)
+    if made:
+        md += "\n" + "\n".join(f"![{m}]({m})" for m in made) + "\n"
+    (out / "results.md").write_text(md)

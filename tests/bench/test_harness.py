@@ -1,0 +1,36 @@
+"""Smoke test of the benchmark harness (``python -m bench --quick``): tiny
+sizes, every section runs end to end and lands in the JSON. Timings are
+never asserted here; the targets live in docs/performance.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.slow, pytest.mark.chassis, pytest.mark.pulumi]
+
+
+def test_quick_run_writes_every_section(tmp_path):
+    out = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("NETPEER_")})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data = json.loads((out / "results.json").read_text())
+    for section in ("scale", "bulk", "pulumi", "summary", "meta"):
+        assert section in data, section
+    summary = data["summary"]
+    for section in ("bind", "traffic", "northd", "memory", "cli", "bulk", "pulumi", "targets"):
+        assert summary[section], f"summary section {section!r} is empty"
+    for size in data["scale"].values():
+        assert {"bind", "traffic", "lflows", "northd_full_recompute", "memory_end_kib"} <= set(size)
+    assert data["bulk"]["rows_api"] == data["bulk"]["rows_raw"]
+    md = (out / "results.md").read_text()
+    assert "## Targets" in md and "Bulk apply" in md
