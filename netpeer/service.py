@@ -25,7 +25,7 @@ from netpeer.core import consent, dataplane, validate
 from netpeer.core.models import (Caller, Network, NetworkKey, Peering, PeeringKey, Phase, Reason,
                                  Token, DEFAULT_TTL, utcnow)
 from netpeer.errors import (Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound,
-                            PermissionDenied, Unauthenticated)
+                            PermissionDenied, Unauthenticated, Unavailable)
 from netpeer.store.base import Store, Transaction, iter_all_networks
 
 LOG = logging.getLogger(__name__)
@@ -55,18 +55,34 @@ class SweepReport:
     errors: int = 0
 
 
+class _PendingWrite:
+    """One caller's write waiting in the group-commit queue."""
+
+    __slots__ = ("fn", "done", "result", "error")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.done = False
+        self.result = None
+        self.error: BaseException | None = None
+
+
 def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
 class Service:
     def __init__(self, store: Store, dataplane_: Dataplane, owner: str = "netpeer",
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, max_group: int = 64):
         self.store = store
         self.dataplane = dataplane_
         self.owner = owner
         self.clock = clock
         self._lock = threading.RLock()
+        # Writes waiting for the lock (group commit, see _write).
+        self._pending: list[_PendingWrite] = []
+        self._pending_lock = threading.Lock()
+        self.max_group = max_group
 
     # ---------------------------------------------------------------- auth
     def authenticate(self, token: str | None) -> Caller:
@@ -119,12 +135,79 @@ class Service:
     # ---------------------------------------------------------------- writes
     def _write(self, fn: Callable[[Transaction], tuple[object, set[str]]]):
         """Run ``fn`` in a write transaction; program OVN for the networks (by
-        uid) it reports as touched; commit only if OVN accepted."""
-        with self._lock, self.store.write() as tx:
-            result, touched = fn(tx)
-            if touched:
-                self.dataplane.sync(self._desired(tx, touched))
-            return result
+        uid) it reports as touched; commit only if OVN accepted.
+
+        Group commit: writes that arrive while another is in progress queue
+        up; whoever takes the lock next runs every queued write in order in
+        one store transaction (each inside its own savepoint, so one that
+        raises undoes only its own changes), one NB transaction for all the
+        networks they touched, and one commit (one fsync). Each caller still
+        gets exactly its own result or error, and is answered only after the
+        commit. If OVN refuses the group, nothing was committed and each
+        write is re-run alone, so each gets the outcome it would have had.
+        """
+        op = _PendingWrite(fn)
+        with self._pending_lock:
+            self._pending.append(op)
+        with self._lock:
+            while not op.done:
+                with self._pending_lock:
+                    batch = self._pending[:self.max_group]
+                    del self._pending[:len(batch)]
+                self._run_group(batch)
+        if op.error is not None:
+            raise op.error
+        return op.result
+
+    def _run_alone(self, op: "_PendingWrite") -> None:
+        try:
+            with self.store.write() as tx:
+                result, touched = op.fn(tx)
+                if touched:
+                    self.dataplane.sync(self._desired(tx, touched))
+            op.result = result
+        except BaseException as exc:
+            op.error = exc
+        finally:
+            op.done = True
+
+    def _run_group(self, batch: list["_PendingWrite"]) -> None:
+        if len(batch) == 1 or not self.store.savepoints:
+            for op in batch:
+                self._run_alone(op)
+            return
+        done: list[tuple[_PendingWrite, object]] = []
+        failed: list[tuple[_PendingWrite, BaseException]] = []
+        try:
+            with self.store.write() as tx:
+                touched: set[str] = set()
+                for op in batch:
+                    try:
+                        with tx.savepoint():
+                            result, t = op.fn(tx)
+                    except Exception as exc:  # this write's own error: only its changes are undone
+                        failed.append((op, exc))
+                        continue
+                    done.append((op, result))
+                    touched |= t
+                if touched:
+                    self.dataplane.sync(self._desired(tx, touched))
+        except Unavailable as exc:
+            # OVN unreachable or too slow: every write of the group would fail alike.
+            for op in batch:
+                op.error, op.done = exc, True
+            return
+        except Exception:
+            # Refused (e.g. a foreign row squats on one network's name): nothing
+            # was committed; run each alone so only the culprit fails.
+            for op in batch:
+                op.error = None
+                self._run_alone(op)
+            return
+        for op, result in done:
+            op.result, op.done = result, True
+        for op, exc in failed:
+            op.error, op.done = exc, True
 
     def _desired(self, tx: Transaction, uids: Iterable[str]) -> dict[str, list | None]:
         out: dict[str, list | None] = {}
@@ -406,6 +489,9 @@ class Service:
                     return 1, self._remove_peering(tx, current, now)
                 count += self._write(op)
 
+    #: Networks compared with OVN per read-only drift check in the repair sweep.
+    REPAIR_CHECK_CHUNK = 50
+
     def repair(self) -> SweepReport:
         """Makes OVN match the store for every network, one network per NB
         transaction so one bad row does not stop the rest, then removes rows
@@ -413,17 +499,39 @@ class Service:
         repaired = errors = 0
         with self.store.read() as tx:
             uids = [n.uid for n in iter_all_networks(tx)]
-        for uid in uids:
-            try:
-                with self._lock, self.store.read() as tx:
-                    report = self.dataplane.sync(self._desired(tx, [uid]))
-                repaired += report.changed
-                if report.changed:
-                    LOG.warning("repaired %d drifted OVN row(s) of network %s", report.changed, uid)
-            except Exception as exc:  # keep sweeping; report below
-                errors += 1
-                LOG.error("repair of network %s failed: %s", uid, exc)
+        check = getattr(self.dataplane, "drifted", None)
+        for k in range(0, len(uids), self.REPAIR_CHECK_CHUNK):
+            part = uids[k:k + self.REPAIR_CHECK_CHUNK]
+            # Cheap read-only check first, without the write lock: writes go on
+            # meanwhile (a write racing the check can only make a network look
+            # drifted; its repair below re-reads under the lock and changes
+            # nothing). Only networks that look drifted get a write transaction.
+            suspects = set(part)
+            if check is not None:
+                try:
+                    with self.store.read() as tx:
+                        desired = self._desired(tx, part)
+                    suspects = check(desired)
+                except Exception as exc:
+                    LOG.warning("drift check failed (%s); checking networks one by one", exc)
+            for uid in part:
+                if uid not in suspects:
+                    continue
+                try:
+                    with self._lock, self.store.read() as tx:
+                        report = self.dataplane.sync(self._desired(tx, [uid]))
+                    repaired += report.changed
+                    if report.changed:
+                        LOG.warning("repaired %d drifted OVN row(s) of network %s", report.changed, uid)
+                except Exception as exc:  # keep sweeping; report below
+                    errors += 1
+                    LOG.error("repair of network %s failed: %s", uid, exc)
         try:
+            with self.store.read() as tx:
+                keep = [n.uid for n in iter_all_networks(tx)]
+            orphans = getattr(self.dataplane, "has_orphans", None)
+            if orphans is not None and not orphans(keep):
+                return SweepReport(repaired_rows=repaired, errors=errors)
             with self._lock, self.store.read() as tx:
                 keep = [n.uid for n in iter_all_networks(tx)]
                 report = self.dataplane.sync({}, orphans_except=keep)

@@ -54,8 +54,18 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def count_tokens(self) -> int: ...
 
+    def savepoint(self) -> contextlib.AbstractContextManager[None]:
+        """A nested scope inside a write transaction: if the block raises, only
+        its own writes are undone. Only stores whose ``savepoints`` is true
+        provide it; the service then commits concurrent writes together."""
+        raise NotImplementedError
+
 
 class Store(abc.ABC):
+    #: Whether transactions offer ``savepoint()`` (the service then groups
+    #: concurrent writes into one store transaction and one OVN transaction).
+    savepoints = False
+
     @abc.abstractmethod
     def read(self) -> contextlib.AbstractContextManager[Transaction]: ...
 

@@ -2,8 +2,9 @@
 
 WAL journal with ``synchronous=FULL``: a write acknowledged to a client was
 fsynced before the acknowledgement, so it survives kill -9 and power loss.
-One connection guarded by a lock: writes are serialized by the service
-anyway, and reads are short.
+One write connection guarded by a lock (writes are serialized by the
+service anyway); reads go through one read-only connection per thread, so
+they never wait for a write in progress.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def _dt(us: int) -> datetime:
 
 
 class SqliteStore(Store):
+    savepoints = True
+
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
         if self.path != ":memory:":
@@ -67,6 +70,9 @@ class SqliteStore(Store):
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
         with self._lock:
             self._db.executescript(_SCHEMA)
             row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -76,14 +82,39 @@ class SqliteStore(Store):
                 raise RuntimeError(f"store {self.path} has schema version {row[0]}; "
                                    f"this netpeer understands up to {SCHEMA_VERSION}: upgrade netpeer")
 
+    def _reader(self) -> sqlite3.Connection | None:
+        """This thread's read-only connection (WAL lets readers run while a
+        write transaction is open); None for an in-memory store."""
+        if self.path == ":memory:":
+            return None
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA query_only=ON")
+            self._local.db = db
+            with self._readers_lock:
+                self._readers.append(db)
+        return db
+
     @contextlib.contextmanager
     def read(self) -> Iterator[Transaction]:
-        with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                yield _SqliteTx(self._db)
-            finally:
-                self._db.execute("ROLLBACK")
+        """A consistent snapshot of what was committed. Reads do not wait for
+        a write in progress (which may be waiting for OVN): each thread reads
+        through its own connection."""
+        db = self._reader()
+        if db is None:
+            with self._lock:
+                self._db.execute("BEGIN")
+                try:
+                    yield _SqliteTx(self._db)
+                finally:
+                    self._db.execute("ROLLBACK")
+            return
+        db.execute("BEGIN")
+        try:
+            yield _SqliteTx(db)
+        finally:
+            db.execute("ROLLBACK")
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Transaction]:
@@ -100,6 +131,10 @@ class SqliteStore(Store):
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        with self._readers_lock:
+            for db in self._readers:
+                db.close()
+            self._readers.clear()
 
 
 _NET_COLS = "namespace, name, uid, subnets, routes, description, create_time, update_time, revision"
@@ -127,6 +162,17 @@ def _peering(row) -> Peering:
 class _SqliteTx(Transaction):
     def __init__(self, db: sqlite3.Connection):
         self._db = db
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        self._db.execute("SAVEPOINT op")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK TO op")
+            self._db.execute("RELEASE op")
+            raise
+        self._db.execute("RELEASE op")
 
     def _one(self, sql: str, args: tuple):
         return self._db.execute(sql, args).fetchone()
