@@ -51,6 +51,22 @@ else
   say "Python environment up to date"
 fi
 
+# python-ovs from PyPI parses OVSDB's JSON in pure Python. Debian's
+# python3-openvswitch (a dependency of openvswitch-switch) ships the C parser
+# for the same interpreter ABI: linking it in makes each NB transaction of
+# netpeerd cheaper (docs/performance.md). Skipped when the ABIs differ.
+ext=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+venv_ovs=$(.venv/bin/python -c 'import os, ovs; print(os.path.dirname(ovs.__file__))')
+sys_json=/usr/lib/python3/dist-packages/ovs/_json$ext
+if [ -f "$sys_json" ] && [ ! -e "$venv_ovs/_json$ext" ]; then
+  ln -sf "$sys_json" "$venv_ovs/_json$ext"
+  if .venv/bin/python -c 'import ovs.json, sys; sys.exit(ovs.json.PARSER != "C")' 2>/dev/null; then
+    say "python-ovs uses Debian's C JSON parser"
+  else
+    rm -f "$venv_ovs/_json$ext"
+  fi
+fi
+
 # --- Pulumi CLI --------------------------------------------------------------
 if [ "$want_pulumi" = 1 ]; then
   bash scripts/install-pulumi.sh >/dev/null

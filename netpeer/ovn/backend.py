@@ -66,6 +66,21 @@ class SyncReport:
                           self.deleted + other.deleted)
 
 
+def _get(row, column: str):
+    """A column's value, read straight from the IDL replica when the row has
+    nothing pending in the current transaction. python-ovs rebuilds a set or
+    map column from scratch on every attribute access (``Row.__getattr__``
+    converts it to Python, back to a Datum, and to Python again), which made
+    reading rows most of the cost of a sync; the result is the same."""
+    d = row.__dict__
+    data = d.get("_data")
+    if data is not None and not d.get("_changes") and not d.get("_mutations"):
+        datum = data.get(column)
+        if datum is not None:
+            return datum.to_python(row._uuid_to_row)
+    return getattr(row, column)
+
+
 def _norm(value):
     """Column values compare as sets where OVSDB stores sets."""
     if isinstance(value, (list, tuple)):
@@ -92,7 +107,7 @@ class SyncNetworks(ovs_command.BaseCommand):
         self.orphans_except = orphans_except
 
     def _ours(self, row) -> bool:
-        ext = row.external_ids
+        ext = _get(row, "external_ids")
         return ext.get(names.OWNER) == self.owner and ext.get(names.KIND) in MANAGED_KINDS
 
     def _lookup(self, table: str, name: str):
@@ -113,13 +128,15 @@ class SyncNetworks(ovs_command.BaseCommand):
                 raise ForeignRowConflict(
                     f"{root._table.name} {root.name} exists but is not owned by netpeer "
                     f"(owner {self.owner!r}); remove or rename it so network {uid} can be programmed")
-            found[root.external_ids[names.ID]] = (root, None, None)
+            found[_get(root, "external_ids")[names.ID]] = (root, None, None)
             for table, column in CHILD_COLUMNS:
                 if root._table.name != table:
                     continue
-                for child in getattr(root, column):
-                    if self._ours(child) and child.external_ids.get(names.NETWORK) == uid:
-                        found[child.external_ids[names.ID]] = (child, root, column)
+                for child in _get(root, column):
+                    ext = _get(child, "external_ids")
+                    if ext.get(names.OWNER) == self.owner and ext.get(names.KIND) in MANAGED_KINDS \
+                            and ext.get(names.NETWORK) == uid:
+                        found[ext[names.ID]] = (child, root, column)
         return found
 
     def run_idl(self, txn):
@@ -140,10 +157,10 @@ class SyncNetworks(ovs_command.BaseCommand):
                 row, parent, column = have
                 changed = False
                 for col, value in want.columns.items():
-                    if _norm(getattr(row, col)) != _norm(value):
+                    if _norm(_get(row, col)) != _norm(value):
                         setattr(row, col, value)
                         changed = True
-                if dict(row.external_ids) != dict(want.external_ids):
+                if _get(row, "external_ids") != dict(want.external_ids):
                     row.external_ids = dict(want.external_ids)
                     changed = True
                 if want.parent is not None and parent is None:
@@ -213,9 +230,9 @@ class FindDrift(SyncNetworks):
             if want.parent is not None and parent is None:
                 return True
             for col, value in want.columns.items():
-                if _norm(getattr(row, col)) != _norm(value):
+                if _norm(_get(row, col)) != _norm(value):
                     return True
-            if dict(row.external_ids) != dict(want.external_ids):
+            if _get(row, "external_ids") != dict(want.external_ids):
                 return True
         return bool(actual)
 
@@ -231,15 +248,26 @@ class FindOrphans(SyncNetworks):
         self.result = False
         for table in ROOT_TABLES:
             for row in self.api.tables[table].rows.values():
-                if self._ours(row) and row.external_ids.get(names.NETWORK) not in keep:
+                if self._ours(row) and _get(row, "external_ids").get(names.NETWORK) not in keep:
                     self.result = True
                     return
         for table, column in CHILD_COLUMNS:
             for parent in self.api.tables[table].rows.values():
-                for child in getattr(parent, column):
-                    if self._ours(child) and child.external_ids.get(names.NETWORK) not in keep:
+                for child in _get(parent, column):
+                    if self._ours(child) and _get(child, "external_ids").get(names.NETWORK) not in keep:
                         self.result = True
                         return
+
+
+class _Idl(connection.OvsdbIdl):
+    """ovsdbapp's IDL without its per-row ``time.sleep(0)``: that yield is
+    for green threads; with real threads it hands the GIL away once per row
+    of every update and waits to get it back, which made each write wait
+    behind the gRPC threads several times (the GIL still switches threads
+    every few milliseconds without it)."""
+
+    def cooperative_yield(self):
+        pass
 
 
 class OvnBackend:
@@ -268,7 +296,7 @@ class OvnBackend:
                 helper = ovs.db.idl.SchemaHelper(location=NB_SCHEMA_FILE)
                 for table, columns in COLUMNS.items():
                     helper.register_columns(table, columns)
-                idl = connection.OvsdbIdl(self.remote, helper, leader_only=True)
+                idl = _Idl(self.remote, helper, leader_only=True)
                 # Reconnect at most RECONNECT_BACKOFF_MS apart instead of the
                 # python-ovs default (doubling up to 8 s). When a clustered
                 # NB loses its leader, the members that answer first are
