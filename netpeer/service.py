@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Protocol
 from netpeer.core import consent, dataplane, validate
 from netpeer.core.models import (Caller, Network, NetworkKey, Peering, PeeringKey, Phase, Reason,
                                  Token, DEFAULT_TTL, utcnow)
+from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
 from netpeer.errors import (Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound,
                             PermissionDenied, Unauthenticated, Unavailable)
 from netpeer.store.base import Store, Transaction, iter_all_networks
@@ -300,7 +301,7 @@ class Service:
             if old is None:
                 raise NotFound(f"network {key} not found", field="network", value=name)
             if etag and etag != old.etag:
-                raise Aborted(f"etag: {etag!r} is stale (current {old.etag!r}); re-read and retry",
+                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r}); re-read and retry",
                               field="etag", value=etag)
             subnets_, routes_ = validate.prefixes(
                 list(old.subnets) if subnets is None else subnets,
@@ -341,7 +342,7 @@ class Service:
             if network is None:
                 raise NotFound(f"network {key} not found", field="network", value=name)
             if etag and etag != network.etag:
-                raise Aborted(f"etag: {etag!r} is stale (current {network.etag!r})", field="etag", value=etag)
+                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {network.etag!r})", field="etag", value=etag)
             peerings = tx.peerings_of(key)
             if peerings:
                 listed = ", ".join(p.name for p in peerings[:10]) + (" ..." if len(peerings) > 10 else "")
@@ -435,7 +436,7 @@ class Service:
             if old is None:
                 raise NotFound(f"peering {key} not found", field="peering", value=name)
             if etag and etag != old.etag:
-                raise Aborted(f"etag: {etag!r} is stale (current {old.etag!r})", field="etag", value=etag)
+                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag)
             new = dataclasses.replace(old, description=old.description if description is None else description,
                                       ttl=old.ttl if ttl_ is None else ttl_)
             if new != old:
@@ -455,7 +456,7 @@ class Service:
             if old is None:
                 raise NotFound(f"peering {key} not found", field="peering", value=name)
             if etag and etag != old.etag:
-                raise Aborted(f"etag: {etag!r} is stale (current {old.etag!r})", field="etag", value=etag)
+                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag)
             return None, self._remove_peering(tx, old, self.clock())
 
         self._write(op)

@@ -61,6 +61,8 @@ class Fuzz:
         TRIED[method] += 1
         CODES[method][code.name] += 1
         assert code not in NEVER, f"{method} as {who} answered {code.name}: {details!r}\nrequest: {request!r:.2000}"
+        # An answer too big for the client's metadata limit loses its status.
+        assert "metadata size exceeds" not in details, f"{method}: answer lost: {details!r}"
         if code != grpc.StatusCode.OK:
             assert details and len(details.splitlines()) == 1, f"{method}: message not one line: {details!r:.500}"
             assert len(details) < 2000, f"{method}: message of {len(details)} characters"

@@ -111,3 +111,27 @@ def test_a_write_reports_what_it_committed_even_if_another_write_follows(netpeer
         competing.append(lambda: service.delete_network(admin, "a", "net-y"))
         assert c.create_network("a", "net-y", ["10.8.0.0/24"])["name"] == "net-y"
     assert not competing
+
+
+@pytest.mark.parametrize("size", [100, 9000, 100_000])
+def test_a_long_etag_still_gets_aborted(netpeerd, size):
+    """Found by fuzzing: a stale etag was echoed whole in the ABORTED message;
+    from ~9 KB the answer exceeded the client's metadata limit and arrived as
+    RESOURCE_EXHAUSTED ("Stream removed"), hiding the real status."""
+    with netpeerd.client() as c:
+        c.create_network("a", "n", ["10.1.0.0/24"])
+        c.create_peering("a", "n", "p", "x", "b")
+    stale = "e" * size
+    calls = [("DeleteNetwork", pb.DeleteNetworkRequest(name="namespaces/a/networks/n", etag=stale)),
+             ("UpdateNetwork", pb.UpdateNetworkRequest(network=pb.Network(name="namespaces/a/networks/n",
+                                                                          description="x", etag=stale),
+                                                       update_mask=field_mask_pb2.FieldMask(paths=["description"]))),
+             ("DeletePeering", pb.DeletePeeringRequest(name="namespaces/a/networks/n/peerings/p", etag=stale)),
+             ("UpdatePeering", pb.UpdatePeeringRequest(peering=pb.Peering(
+                 name="namespaces/a/networks/n/peerings/p", description="x", etag=stale),
+                 update_mask=field_mask_pb2.FieldMask(paths=["description"])))]
+    with Raw(netpeerd.endpoint) as raw:
+        for method, request in calls:
+            code, details, _ = raw.call(method, request, ADMIN_TOKEN)
+            assert code == grpc.StatusCode.ABORTED, (method, code, details[:200])
+            assert details.startswith("etag: 'eee") and len(details) < 200, details[:200]
