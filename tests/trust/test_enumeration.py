@@ -128,11 +128,15 @@ def test_same_work_whatever_the_remote(netpeerd):
     with Raw(netpeerd.endpoint) as raw:
         for kind in KINDS + KINDS:
             statements = []
-            netpeerd.store._db.set_trace_callback(statements.append)
+            # The write connection and any per-thread read connections of the store.
+            connections = [netpeerd.store._db] + list(getattr(netpeerd.store, "_readers", []))
+            for db in connections:
+                db.set_trace_callback(statements.append)
             try:
                 code, details, _ = create(raw, acme, kind)
             finally:
-                netpeerd.store._db.set_trace_callback(None)
+                for db in connections:
+                    db.set_trace_callback(None)
             assert code == OKC, details
             delete(raw, acme)
             traces.append([re.sub(r"'[^']*'|\b\d+\b", "?", sql) for sql in statements])
