@@ -19,16 +19,17 @@ from pathlib import Path
 from bench import report
 from bench.deploy import ROOT, load_average
 
-SECTIONS = ("scale", "bulk", "pulumi")
+SECTIONS = ("scale", "bulk", "pulumi", "shapes")
 
 FULL = {
     "sizes": [100, 1000, 10000],
-    "bind_samples": {100: 300, 1000: 300, 10000: 300},
-    "ttt_samples": {100: 20, 1000: 20, 10000: 8},
+    "bind_samples": {100: 300, 1000: 300, 10000: 300},  # p99 = 3rd worst
+    "ttt_samples": {100: 16, 1000: 16, 10000: 6},
     "lflow_pairs": 10,
     "cli_reps": {100: 0, 1000: 5, 10000: 0},
     "bulk": {"networks": 500, "pairs": 1000, "concurrency": 32},
     "pulumi": {"counts": [50, 200], "reps": 1},
+    "shapes": {"sizes": [1000, 3000], "samples": 6, "lflow_pairs": 10},
 }
 QUICK = {
     "sizes": [30, 60],
@@ -38,6 +39,7 @@ QUICK = {
     "cli_reps": {30: 1, 60: 0},
     "bulk": {"networks": 20, "pairs": 30, "concurrency": 8},
     "pulumi": {"counts": [4], "reps": 1},
+    "shapes": {"sizes": [30], "samples": 1, "lflow_pairs": 2},
 }
 
 
@@ -116,6 +118,10 @@ def main(argv=None) -> int:
             from bench import pulumi_bench
             scale.log("pulumi")
             data["pulumi"] = pulumi_bench.run(**preset["pulumi"])
+            save()
+        if "shapes" in sections:
+            from bench import shapes
+            data["shapes"] = shapes.run(**preset["shapes"])
             save()
     finally:
         stop.set()

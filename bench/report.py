@@ -34,7 +34,7 @@ def summarize(data: dict) -> dict:
     for shape, sc in _shapes(data).items():
         scale[shape] = sc
     s: dict = {"bind": {}, "traffic": {}, "northd": {}, "memory": {}, "cli": {}, "bulk": {}, "pulumi": {},
-               "targets": {}}
+               "shapes": {}, "targets": {}}
     for shape, sc in scale.items():
         for n in _sizes(sc):
             r = sc[str(n)]
@@ -60,6 +60,7 @@ def summarize(data: dict) -> dict:
             s["memory"][key] = {"netpeerd_rss_mib": r["memory_end_kib"]["netpeerd"]["VmRSS"] / 1024,
                                 "netpeerd_peak_mib": r["memory_end_kib"]["netpeerd"]["VmHWM"] / 1024,
                                 "netpeerd_start_s": r.get("netpeerd_start_s"),
+                                "netpeerd_idle_cpu_pct": r.get("netpeerd_idle_cpu_pct"),
                                 **{f"{k}_mib": v / 1024 for k, v in r["memory_end_kib"]["ovn"].items()}}
             if r.get("cli"):
                 s["cli"][key] = {k: {"p50_ms": v["p50_ms"], "max_ms": v["max_ms"]} for k, v in r["cli"].items()}
@@ -72,6 +73,23 @@ def summarize(data: dict) -> dict:
     if "pulumi" in data:
         s["pulumi"] = data["pulumi"]["overhead"]
 
+    if "shapes" in data:
+        s["shapes"] = {}
+        for key, r in data["shapes"].items():
+            per = [x["stopwatch"].get("build_lflows", {}) for x in r["northd_per_bind"]]
+            loops = [x["stopwatch"].get("ovn-northd-loop", {}) for x in r["northd_per_bind"]]
+            s["shapes"][key] = {
+                "lflows": r["lflows"], "lflows_per_peering": r["lflows_per_peering"],
+                "full_recompute_build_lflows_ms": r["full_recompute"]["stopwatch"].get("build_lflows", {}).get("maximum"),
+                "full_recompute_loop_ms": r["full_recompute"]["stopwatch"].get("ovn-northd-loop", {}).get("maximum"),
+                "per_bind_lflow_recomputes": sum(x["engine"].get("lflow", {}).get("recompute", 0)
+                                                 for x in r["northd_per_bind"]) / max(1, len(per)),
+                "per_bind_build_lflows_ms": sum(x.get("maximum", 0) for x in per) / max(1, len(per)),
+                "per_bind_loop_max_ms": sum(x.get("maximum", 0) for x in loops) / max(1, len(loops)),
+                "ping_p50_ms": r["ping"]["p50_ms"], "ping_p99_ms": r["ping"]["p99_ms"],
+                "nb_write_p50_ms": r["nb_write"]["p50_ms"],
+                "sb_rss_mib": r["daemon_rss_kib"].get("ovsdb-server-sb", 0) / 1024,
+                "northd_rss_mib": r["daemon_rss_kib"].get("ovn-northd", 0) / 1024}
     t = s["targets"]
     if s["bulk"]:
         t["bulk within 2x of raw ovn-nbctl"] = {"value": s["bulk"]["ratio"], "target": TARGETS["bulk_ratio"],
@@ -157,12 +175,13 @@ def markdown(data: dict, s: dict) -> str:
                          f"{_f(v['lflows_per_peering'])} |")
     if s["memory"]:
         lines += ["", "## Memory (resident, MiB) and start-up", "",
-                  "| deployment | networks | netpeerd | netpeerd peak | netpeerd start + first sweep s | NB ovsdb | SB ovsdb | ovn-northd |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| deployment | networks | netpeerd | netpeerd peak | netpeerd start + first sweep s | netpeerd CPU at rest | NB ovsdb | SB ovsdb | ovn-northd |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for key, v in s["memory"].items():
             shape, n = (key.split("/") + [None])[:2] if "/" in key else ("lxd", key)
             lines.append(f"| {shape} | {int(n):,} | {_f(v['netpeerd_rss_mib'])} | {_f(v['netpeerd_peak_mib'])} | "
-                         f"{_f(v.get('netpeerd_start_s'))} | {_f(v.get('ovsdb-server-nb_mib'))} | "
+                         f"{_f(v.get('netpeerd_start_s'))} | {_f(v.get('netpeerd_idle_cpu_pct'))}% | "
+                         f"{_f(v.get('ovsdb-server-nb_mib'))} | "
                          f"{_f(v.get('ovsdb-server-sb_mib'))} | {_f(v.get('ovn-northd_mib'))} |")
     if s["bulk"]:
         b = s["bulk"]
@@ -179,6 +198,17 @@ def markdown(data: dict, s: dict) -> str:
                   "| operation, resources | netpeer s | do-nothing s | overhead |", "|---|---|---|---|"]
         for k, v in s["pulumi"].items():
             lines.append(f"| {k} | {_f(v['netpeer_s'], 2)} | {_f(v['noop_s'], 2)} | {_f(v['overhead_pct'])}% |")
+    if s.get("shapes"):
+        lines += ["", "## OVN shapes side by side (raw ovn-nbctl, same deployment, same chassis probe)", "",
+                  "| shape | networks | logical flows | flows per peering | full recompute build_lflows / loop ms | "
+                  "lflow recomputes per bind | build_lflows per bind ms | first ping p50 / p99 ms | SB RSS MiB |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for key, v in s["shapes"].items():
+            shape, n = key.split("/")
+            lines.append(f"| {shape} | {int(n):,} | {_f(v['lflows'])} | {_f(v['lflows_per_peering'])} | "
+                         f"{_f(v['full_recompute_build_lflows_ms'])} / {_f(v['full_recompute_loop_ms'])} | "
+                         f"{_f(v['per_bind_lflow_recomputes'])} | {_f(v['per_bind_build_lflows_ms'])} | "
+                         f"{_f(v['ping_p50_ms'])} / {_f(v['ping_p99_ms'])} | {_f(v['sb_rss_mib'])} |")
     if s["cli"]:
         lines += ["", "## CLI per command (whole process, wall time)", ""]
         for key, cmds in s["cli"].items():
@@ -278,6 +308,18 @@ def plots(data: dict, s: dict, out: Path) -> list[str]:
         ax.set_title("pulumi: netpeer resources vs do-nothing resources")
         ax.legend(fontsize=8)
         save(fig, "pulumi.png")
+    if s.get("shapes"):
+        keys = list(s["shapes"])
+        fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
+        colors = ["tab:blue" if k.startswith("lxd") else "tab:orange" for k in keys]
+        axes[0].bar(keys, [s["shapes"][k]["ping_p50_ms"] for k in keys], color=colors)
+        axes[0].set_title("bind → first ping, p50 (ms)", fontsize=9)
+        axes[1].bar(keys, [s["shapes"][k]["lflows"] / 1000 for k in keys], color=colors)
+        axes[1].set_title("logical flows (thousands)", fontsize=9)
+        for ax in axes:
+            ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+        fig.suptitle("LXD shape vs shared transit switch (raw ovn-nbctl)", fontsize=10)
+        save(fig, "shapes.png")
     return made
 
 

@@ -24,10 +24,10 @@ def test_quick_run_writes_every_section(tmp_path):
                           env={k: v for k, v in os.environ.items() if not k.startswith("NETPEER_")})
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads((out / "results.json").read_text())
-    for section in ("scale", "bulk", "pulumi", "summary", "meta"):
+    for section in ("scale", "bulk", "pulumi", "shapes", "summary", "meta"):
         assert section in data, section
     summary = data["summary"]
-    for section in ("bind", "traffic", "northd", "memory", "cli", "bulk", "pulumi", "targets"):
+    for section in ("bind", "traffic", "northd", "memory", "cli", "bulk", "pulumi", "shapes", "targets"):
         assert summary[section], f"summary section {section!r} is empty"
     for size in data["scale"].values():
         assert {"bind", "traffic", "lflows", "northd_full_recompute", "memory_end_kib"} <= set(size)
