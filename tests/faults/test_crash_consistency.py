@@ -21,6 +21,7 @@ printed as one ``[faults]`` line and reported in docs/reliability.md.
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import threading
@@ -107,6 +108,7 @@ def test_kill9_at_random_points_loses_nothing(ovn, netpeerd_factory, request):
     in_doubt_happened = in_doubt_not = 0
     sweeps_that_repaired = rows_repaired_at_start = 0
     problems_seen = 0
+    killed_during: collections.Counter = collections.Counter()
     try:
         for kill_at in kill_points + [TOTAL_OPS + 1]:
             clients = {ns: Client(daemon.endpoint, tokens[ns], timeout=30) for ns in TENANTS}
@@ -144,6 +146,7 @@ def test_kill9_at_random_points_loses_nothing(ovn, netpeerd_factory, request):
 
             with store.read() as tx:
                 if worker.in_doubt is not None:
+                    killed_during[worker.in_doubt.kind] += 1
                     if worker.in_doubt.took_effect(tx):
                         model.apply(worker.in_doubt)
                         in_doubt_happened += 1
@@ -176,6 +179,7 @@ def test_kill9_at_random_points_loses_nothing(ovn, netpeerd_factory, request):
         "seed": SEED, "operations": TOTAL_OPS, "kills_survived": kills,
         "acknowledged": acked, "lost": problems_seen,
         "in_flight_at_kill_took_effect": in_doubt_happened, "in_flight_at_kill_did_not": in_doubt_not,
+        "in_flight_at_kill_by_kind": dict(killed_during),
         "startup_sweeps_that_repaired_ovn": sweeps_that_repaired, "ovn_rows_repaired_at_start": rows_repaired_at_start,
         "kill_to_serving_s": summary(to_serving), "kill_to_converged_s": summary(to_swept),
         "checker_catch_up_s": summary(ovn_catch_up),

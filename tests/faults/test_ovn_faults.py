@@ -197,8 +197,8 @@ def test_nb_cluster_leader_failover(nb_cluster, netpeerd_factory, request):
                 cluster.wait_members_joined()
         # Found by this test: with python-ovs's default reconnect backoff
         # (up to 8 s) netpeerd needed 15-16 s after a leader kill; the median
-        # is about 2 s since the backend caps it (netpeer/ovn/backend.py).
-        assert statistics.median(to_write["kill"]) <= 6.0, to_write["kill"]
+        # is 2-4 s since the backend caps it at 1 s (netpeer/ovn/backend.py).
+        assert statistics.median(to_write["kill"]) <= 8.0, to_write["kill"]
         # Quorum lost: the leader and one follower die together. No leader
         # can be elected; writes must keep failing cleanly (not hang) until
         # the two come back.
@@ -214,9 +214,9 @@ def test_nb_cluster_leader_failover(nb_cluster, netpeerd_factory, request):
         for i in gone:
             cluster.start_member(i)
         t_back = time.monotonic()
-        t1 = first_success_after(workloads, t0, 60)
+        t1 = first_success_after(workloads, dead, 60)
         quorum = {"outage_s": QUORUM_OUTAGE, "restart_to_first_write_s": round(t1 - t_back, 2),
-                  "unavailable_answers": sum(w.unavailable_between(t0, t1) for w in workloads)}
+                  "unavailable_answers": sum(w.unavailable_between(dead, t1) for w in workloads)}
         cluster.wait_members_joined()
         time.sleep(1)
         for w in workloads:
