@@ -201,6 +201,9 @@ def ttl(field: str, value: object) -> timedelta:
         td = timedelta(seconds=int(m.group(1)) * _TTL_UNITS[m.group(2)])
     else:
         raise InvalidArgument.for_field(field, value, "is not a duration (like 90s, 30m, 12h, 7d)")
+    # Whole seconds, as the store keeps them: a fractional TTL made a peering
+    # expire later than the ttl and expires_at the API reports.
+    td = timedelta(seconds=int(td.total_seconds()))
     if not TTL_MIN <= td <= TTL_MAX:
         raise InvalidArgument.for_field(
             field, value if not isinstance(value, timedelta) else _fmt(value),

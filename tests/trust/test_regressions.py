@@ -135,3 +135,26 @@ def test_a_long_etag_still_gets_aborted(netpeerd, size):
             code, details, _ = raw.call(method, request, ADMIN_TOKEN)
             assert code == grpc.StatusCode.ABORTED, (method, code, details[:200])
             assert details.startswith("etag: 'eee") and len(details) < 200, details[:200]
+
+
+@pytest.mark.parametrize("seconds,nanos", [(100, 500_000_000), (86399, 999_999_999), (1, 1)])
+def test_fractional_ttl_expires_when_the_api_says(netpeerd, checker, seconds, nanos):
+    """Found by fuzzing: a TTL with a fraction of a second was stored as whole
+    seconds while expires_at kept the fraction, so a peering expired later
+    than the ttl and expires_at the API reported."""
+    with netpeerd.client() as c:
+        c.create_network("a", "n", ["10.1.0.0/24"])
+    with Raw(netpeerd.endpoint) as raw:
+        ttl = duration_pb2.Duration(seconds=seconds, nanos=nanos)
+        code, details, p = raw.call("CreatePeering", pb.CreatePeeringRequest(
+            parent="namespaces/a/networks/n", peering_id="p",
+            peering=pb.Peering(remote=pb.RemoteRef(network="x"), ttl=ttl)), ADMIN_TOKEN)
+        assert code == grpc.StatusCode.OK, details
+        assert p.ttl.seconds == seconds and p.ttl.nanos == 0
+        assert p.expires_at.ToMicroseconds() - p.last_phase_transition_time.ToMicroseconds() == seconds * 10 ** 6
+        checker()  # the store's expires_at agrees too
+        code, details, p = raw.call("UpdatePeering", pb.UpdatePeeringRequest(
+            peering=pb.Peering(name="namespaces/a/networks/n/peerings/p", ttl=ttl),
+            update_mask=field_mask_pb2.FieldMask(paths=["ttl"])), ADMIN_TOKEN)
+        assert code == grpc.StatusCode.OK, details
+        checker()
