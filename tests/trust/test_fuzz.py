@@ -46,6 +46,7 @@ class Fuzz:
         self.tokens = {"admin": ADMIN_TOKEN, "fz-a": d.token("fz-a"), "fz-ab": d.token("fz-a", "fz-b"),
                        "bad": "np_" + "f" * 12 + "_" + "x" * 43, "none": None}
         self.seconds = 0.0
+        self.broken: str | None = None
 
     def close(self):
         self.check.close()
@@ -56,6 +57,16 @@ class Fuzz:
         return sorted(n.uid for n in nets.values())
 
     def fire(self, method: str, request, who: str) -> grpc.StatusCode:
+        # State is shared by all examples: once an invariant broke, every later
+        # example fails, and shrinking would report an innocent one. Name the culprit.
+        assert self.broken is None, f"state already broken by {self.broken}"
+        try:
+            return self._fire(method, request, who)
+        except AssertionError as exc:
+            self.broken = f"{method} as {who}: {request!r:.3000}\n  -> {str(exc)[:1000]}"
+            raise
+
+    def _fire(self, method: str, request, who: str) -> grpc.StatusCode:
         t0 = time.monotonic()
         code, details, resp = self.raw.call(method, request, self.tokens[who])
         TRIED[method] += 1
