@@ -39,12 +39,14 @@ import hashlib
 import ipaddress
 import json
 import os
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import netaddr
+
 from netpeer import errors
+from netpeer.core.validate import gateway
 from netpeer.dev import netns as nsx
 from netpeer.ovn import names
 from netpeer.ovn.daemons import OvnDaemonError, OvnDaemons
@@ -216,9 +218,14 @@ class Fleet:
         return [ipaddress.ip_network(s) for s in network["subnets"]]
 
     @staticmethod
-    def _reserved(net) -> set:
+    def _gateway(net) -> ipaddress._BaseAddress:
+        """The router's address on a subnet, as netpeerd programs it (core.validate.gateway)."""
+        return ipaddress.ip_address(str(gateway(netaddr.IPNetwork(str(net)))))
+
+    @classmethod
+    def _reserved(cls, net) -> set:
         """Network address, gateway (first usable) and IPv4 broadcast."""
-        out = {net.network_address, net.network_address + 1}
+        out = {net.network_address, cls._gateway(net)}
         if net.version == 4:
             out.add(net.broadcast_address)
         return out
@@ -282,16 +289,16 @@ class Fleet:
             chosen.append(ipaddress.ip_interface(f"{pick}/{s.prefixlen}"))
         return chosen
 
-    @staticmethod
-    def _gateways(network: dict[str, Any], addresses: list[Address]) -> list[str]:
-        """One default gateway per IP version: the first usable address of the
-        subnet holding the instance's first address of that version."""
+    @classmethod
+    def _gateways(cls, network: dict[str, Any], addresses: list[Address]) -> list[str]:
+        """One default gateway per IP version: the gateway (first usable
+        address) of the subnet holding the instance's first address of that version."""
         out, seen = [], set()
         for iface in addresses:
             if iface.version in seen:
                 continue
             seen.add(iface.version)
-            out.append(str(iface.network.network_address + 1))
+            out.append(str(cls._gateway(iface.network)))
         return out
 
     # ---------------------------------------------------------------- verbs
@@ -480,12 +487,3 @@ def delete_all(stack, say: Callable[[str], None]) -> int:
     """Called by ``netpeer dev down`` before the daemons stop."""
     return fleet_of(stack).delete_all(say)
 
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
