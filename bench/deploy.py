@@ -326,8 +326,10 @@ class Deployment:
 
     # ------------------------------------------------------------ OVN probes
     def northd(self, *args: str) -> str:
-        out = subprocess.run(["ovn-appctl", "-t", "ovn-northd", *args], env=self.ovn.env(), capture_output=True,
-                             text=True, timeout=60)
+        # ovn-northd answers between two runs of its loop: at 10,000 networks
+        # one run (a full recompute on OVN 23.03) takes a minute or more.
+        out = subprocess.run(["ovn-appctl", "-t", "ovn-northd", "--timeout=900", *args], env=self.ovn.env(),
+                             capture_output=True, text=True, timeout=910)
         return out.stdout
 
     def northd_reset(self) -> None:
@@ -360,16 +362,29 @@ class Deployment:
 
     # ------------------------------------------------------------ instances
     def add_instance(self, i: int, k: int = 10) -> tuple[str, str]:
-        """A network namespace on network ``i``'s switch with address .k;
-        returns (netns, address)."""
+        return self.add_instances([i], k)[0]
+
+    def add_instances(self, nets: list[int], k: int = 10) -> list[tuple[str, str]]:
+        """A network namespace on each network's switch with address .k;
+        returns [(netns, address)]. All switch ports in one NB transaction:
+        on OVN 23.03 each NB change is a full ovn-northd recompute."""
         from netpeer.dev import netns as nsx
-        net = self.networks[i]
-        port = names.instance_port(net.uid, f"b{k}")
-        mac = names.instance_mac(net.uid, f"b{k}")
-        ip = Topology.host(i, k)
-        self.ovn.nbctl("lsp-add", names.switch(net.uid), port, "--", "lsp-set-addresses", port, f"{mac} {ip}")
-        netns = f"npb{self.token}-{i}-{k}"
-        self.netns.append(netns)
-        nsx.add_instance(self.ovn, netns, port, mac, [f"{ip}/24"], [Topology.gateway(i)])
-        nsx.wait_instance_up(self.ovn, netns, timeout=120)
-        return netns, ip
+        args: list[str] = []
+        made = []
+        for i in nets:
+            net = self.networks[i]
+            port = names.instance_port(net.uid, f"b{k}")
+            mac = names.instance_mac(net.uid, f"b{k}")
+            ip = Topology.host(i, k)
+            args += ["--", "lsp-add", names.switch(net.uid), port, "--", "lsp-set-addresses", port, f"{mac} {ip}"]
+            made.append((i, port, mac, ip))
+        self.ovn.nbctl(*args[1:], timeout=600)
+        out = []
+        for i, port, mac, ip in made:
+            netns = f"npb{self.token}-{i}-{k}"
+            self.netns.append(netns)
+            nsx.add_instance(self.ovn, netns, port, mac, [f"{ip}/24"], [Topology.gateway(i)])
+            out.append((netns, ip))
+        for netns, _ in out:
+            nsx.wait_instance_up(self.ovn, netns, timeout=600)
+        return out

@@ -47,6 +47,7 @@ def summarize(data: dict) -> dict:
                                      "n": t["ping"]["n"]}
             nd = r.get("northd_full_recompute", {}).get("stopwatch", {})
             per_bind = [x["stopwatch"].get("build_lflows", {}) for x in r.get("traffic", {}).get("northd", [])]
+            per_loop = [x["stopwatch"].get("ovn-northd-loop", {}) for x in r.get("traffic", {}).get("northd", [])]
             recomputes = [x["engine"].get("lflow", {}).get("recompute", 0) for x in r.get("traffic", {}).get("northd", [])]
             s["northd"][key] = {
                 "full_recompute_build_lflows_ms": nd.get("build_lflows", {}).get("maximum"),
@@ -54,6 +55,8 @@ def summarize(data: dict) -> dict:
                 "per_bind_lflow_recomputes": (sum(recomputes) / len(recomputes)) if recomputes else None,
                 "per_bind_build_lflows_ms": (sum(x.get("maximum", 0) for x in per_bind) / len(per_bind))
                 if per_bind else None,
+                "per_bind_loop_ms": (sum(x.get("maximum", 0) for x in per_loop) / len(per_loop))
+                if per_loop else None,
                 "lflows_total": r.get("lflows", {}).get("after"),
                 "lflows_per_peering": r.get("lflows", {}).get("per_peering"),
             }
@@ -165,14 +168,13 @@ def markdown(data: dict, s: dict) -> str:
                                  f"{_f(t['ping']['p50_ms'])} / {_f(t['ping']['p99_ms'])} |")
     if s["northd"]:
         lines += ["", "## ovn-northd per bind and logical flows", "",
-                  "| deployment | networks | full recompute: build_lflows / whole loop ms | lflow recomputes per bind | "
-                  "build_lflows per bind ms | logical flows | flows per peering |", "|---|---|---|---|---|---|---|"]
+                  "| deployment | networks | lflow recomputes per bind | build_lflows per bind ms | "
+                  "longest northd loop per bind ms | logical flows | flows per peering |", "|---|---|---|---|---|---|---|"]
         for key, v in s["northd"].items():
             shape, n = (key.split("/") + [None])[:2] if "/" in key else ("lxd", key)
-            lines.append(f"| {shape} | {int(n):,} | {_f(v['full_recompute_build_lflows_ms'])} / "
-                         f"{_f(v['full_recompute_loop_ms'])} | {_f(v['per_bind_lflow_recomputes'])} | "
-                         f"{_f(v['per_bind_build_lflows_ms'])} | {_f(v['lflows_total'])} | "
-                         f"{_f(v['lflows_per_peering'])} |")
+            lines.append(f"| {shape} | {int(n):,} | {_f(v['per_bind_lflow_recomputes'])} | "
+                         f"{_f(v['per_bind_build_lflows_ms'])} | {_f(v['per_bind_loop_ms'])} | "
+                         f"{_f(v['lflows_total'])} | {_f(v['lflows_per_peering'])} |")
     if s["memory"]:
         lines += ["", "## Memory (resident, MiB) and start-up", "",
                   "| deployment | networks | netpeerd | netpeerd peak | netpeerd start + first sweep s | netpeerd CPU at rest | NB ovsdb | SB ovsdb | ovn-northd |",
@@ -272,8 +274,11 @@ def plots(data: dict, s: dict, out: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(6.4, 4))
         for shape, sc in shapes.items():
             ns = _sizes(sc)
-            ax.plot(ns, [(sc[str(n)].get("northd_full_recompute", {}).get("stopwatch", {}).get("ovn-northd-loop", {})
-                          .get("maximum") or 0) for n in ns], "o-", label=f"{shape}: northd full recompute (loop)")
+            key = (lambda n: str(n)) if shape == "lxd" else (lambda n, shape=shape: f"{shape}/{n}")
+            ax.plot(ns, [s["northd"][key(n)]["per_bind_loop_ms"] or 0 for n in ns], "o-",
+                    label=f"{shape}: ovn-northd per bind (longest loop, ms)")
+            ax.plot(ns, [sc[str(n)]["traffic"]["ping"]["p50_ms"] if "traffic" in sc[str(n)] else 0 for n in ns], "^-",
+                    label=f"{shape}: bind → first ping p50 (ms)")
             ax.plot(ns, [sc[str(n)]["memory_end_kib"]["netpeerd"]["VmRSS"] / 1024 for n in ns], "s--",
                     label=f"{shape}: netpeerd RSS (MiB)")
         ax.set_xscale("log")

@@ -183,8 +183,7 @@ def run_shape(kind: str, n: int, samples: int, lflow_pairs: int) -> dict:
 
         # Time to traffic, and northd's work per bind.
         i, j = pairs[0]
-        ns_i, _ = d.add_instance(i)
-        _, ip_j = d.add_instance(j)
+        (ns_i, _), (_, ip_j) = d.add_instances([i, j])
         ping, nbtime, northd = [], [], []
         d.wait_hv()
         for _ in range(samples):

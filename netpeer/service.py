@@ -491,7 +491,8 @@ class Service:
                 count += self._write(op)
 
     #: Networks compared with OVN per read-only drift check in the repair sweep.
-    REPAIR_CHECK_CHUNK = 50
+    #: (Small: each check runs on the OVN connection thread, ahead of writes.)
+    REPAIR_CHECK_CHUNK = 10
 
     def repair(self) -> SweepReport:
         """Makes OVN match the store for every network, one network per NB

@@ -30,7 +30,7 @@ def test_quick_run_writes_every_section(tmp_path):
     for section in ("bind", "traffic", "northd", "memory", "cli", "bulk", "pulumi", "shapes", "targets"):
         assert summary[section], f"summary section {section!r} is empty"
     for size in data["scale"].values():
-        assert {"bind", "traffic", "lflows", "northd_full_recompute", "memory_end_kib"} <= set(size)
+        assert {"bind", "traffic", "lflows", "memory_end_kib"} <= set(size)
     assert data["bulk"]["rows_api"] == data["bulk"]["rows_raw"]
     md = (out / "results.md").read_text()
     assert "## Targets" in md and "Bulk apply" in md
