@@ -494,11 +494,32 @@ class Service:
     #: (Small: each check runs on the OVN connection thread, ahead of writes.)
     REPAIR_CHECK_CHUNK = 10
 
+    def _remove_strays(self) -> tuple[int, int]:
+        """Deletes rows we own that no network of the store explains (left by
+        a crash, renamed or stripped of their id by hand). Runs before the
+        per-network repair, so a renamed row cannot clash with its recreation.
+        Returns (rows removed, errors)."""
+        try:
+            with self.store.read() as tx:
+                keep = [n.uid for n in iter_all_networks(tx)]
+            orphans = getattr(self.dataplane, "has_orphans", None)
+            if orphans is not None and not orphans(keep):
+                return 0, 0
+            with self._lock, self.store.read() as tx:
+                keep = [n.uid for n in iter_all_networks(tx)]
+                report = self.dataplane.sync({}, orphans_except=keep)
+            if report.changed:
+                LOG.warning("removed %d orphaned or stray OVN row(s)", report.changed)
+            return report.changed, 0
+        except Exception as exc:
+            LOG.error("orphan sweep failed: %s", exc)
+            return 0, 1
+
     def repair(self) -> SweepReport:
-        """Makes OVN match the store for every network, one network per NB
-        transaction so one bad row does not stop the rest, then removes rows
-        we own that belong to no network."""
-        repaired = errors = 0
+        """Removes rows we own that belong to no network, then makes OVN match
+        the store for every network, one network per NB transaction so one
+        bad row does not stop the rest."""
+        repaired, errors = self._remove_strays()
         with self.store.read() as tx:
             uids = [n.uid for n in iter_all_networks(tx)]
         check = getattr(self.dataplane, "drifted", None)
@@ -528,21 +549,6 @@ class Service:
                 except Exception as exc:  # keep sweeping; report below
                     errors += 1
                     LOG.error("repair of network %s failed: %s", uid, exc)
-        try:
-            with self.store.read() as tx:
-                keep = [n.uid for n in iter_all_networks(tx)]
-            orphans = getattr(self.dataplane, "has_orphans", None)
-            if orphans is not None and not orphans(keep):
-                return SweepReport(repaired_rows=repaired, errors=errors)
-            with self._lock, self.store.read() as tx:
-                keep = [n.uid for n in iter_all_networks(tx)]
-                report = self.dataplane.sync({}, orphans_except=keep)
-            repaired += report.changed
-            if report.changed:
-                LOG.warning("removed %d orphaned OVN row(s)", report.changed)
-        except Exception as exc:
-            errors += 1
-            LOG.error("orphan sweep failed: %s", exc)
         return SweepReport(repaired_rows=repaired, errors=errors)
 
     def sweep(self) -> SweepReport:

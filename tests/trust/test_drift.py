@@ -253,18 +253,6 @@ def _without_foreign_children(root):
     return tuple(out)
 
 
-# Drifts the backend does not repair yet: bugs in netpeer/ovn/backend.py
-# (SyncNetworks._actual finds root rows only by name and children by their
-# netpeer:id tag), reported to its owner. Strict: once fixed these pass, and
-# the marker must go.
-KNOWN_UNREPAIRED = pytest.mark.xfail(strict=True, reason=(
-    "netpeer/ovn/backend.py: a hand-renamed router, switch or router port makes every later repair of the "
-    "network fail (name clash of recreated rows, stale name index) and writes touching it answer INTERNAL; a "
-    "renamed address set is duplicated (two rows with one netpeer:id); an owned row without netpeer:id raises "
-    "KeyError in every sync"))
-
-
-@KNOWN_UNREPAIRED
 @pytest.mark.parametrize("drift", ["rename router", "rename switch", "rename address set", "rename router port",
                                    "remove netpeer:id"])
 def test_renamed_or_untagged_rows_are_repaired(netpeerd, drift):
