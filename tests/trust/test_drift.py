@@ -166,6 +166,12 @@ def test_drift_is_repaired_and_foreign_rows_are_left_alone(ovn, daemon):
         ("change switch port options", "set", "Logical_Switch_Port", lsp_b, "options:router-port=np-nope"),
         ("change switch port type", "set", "Logical_Switch_Port", lsp_b, "type=localnet"),
         ("change address set", "set", "Address_Set", names.address_set(a, 6), 'addresses="fd00:dead::/64"'),
+        ("rename router", "set", "Logical_Router", lr_b, "name=np-lr-renamed"),
+        ("rename switch", "set", "Logical_Switch", names.switch(cc), "name=np-ls-renamed"),
+        ("rename address set", "set", "Address_Set", names.address_set(b, 6), "name=np_renamed"),
+        ("rename LAN router port", "set", "Logical_Router_Port", names.lan_router_port(cc), "name=np-renamed"),
+        ("rename peer port", "set", "Logical_Router_Port", peer_ab, "name=np-renamed-peer"),
+        ("remove netpeer:id", "remove", "Logical_Switch_Port", lsp_b, "external_ids", "netpeer\\:id"),
         ("change a tag", "set", "Logical_Router", lr_a, 'external_ids:netpeer\\:name="x/y"'),
         ("add a tag", "set", "Logical_Switch", names.switch(a), "external_ids:netpeer\\:extra=1"),
     ]
@@ -256,6 +262,10 @@ def _without_foreign_children(root):
 @pytest.mark.parametrize("drift", ["rename router", "rename switch", "rename address set", "rename router port",
                                    "remove netpeer:id"])
 def test_renamed_or_untagged_rows_are_repaired(netpeerd, drift):
+    """Regression (found by this file; fixed in netpeer/ovn/backend.py, c9068e6):
+    a hand-renamed router, switch or router port broke every later repair of
+    its network and made writes touching it answer INTERNAL; a renamed
+    address set was duplicated; a row without netpeer:id raised KeyError."""
     from tests.trust.invariants import Checker
     c = netpeerd.client()
     uid = c.create_network("a", "net-a", ["10.1.0.0/24"])["uid"]
