@@ -67,6 +67,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="output directory (default results/<timestamp>)")
     p.add_argument("--only", action="append", choices=SECTIONS, help="run only these sections (repeatable)")
     p.add_argument("--sizes", help="comma-separated deployment sizes (networks), overriding the preset")
+    p.add_argument("--shapes-sizes", help="comma-separated sizes for the shapes section, overriding the preset")
     p.add_argument("--report-only", metavar="JSON", help="re-render the table and plots from a results.json")
     args = p.parse_args(argv)
 
@@ -87,6 +88,8 @@ def main(argv=None) -> int:
     preset = dict(QUICK if args.quick else FULL)
     if args.sizes:
         preset["sizes"] = [int(x) for x in args.sizes.split(",")]
+    if args.shapes_sizes:
+        preset["shapes"] = dict(preset["shapes"], sizes=[int(x) for x in args.shapes_sizes.split(",")])
     out = Path(args.out) if args.out else ROOT / "results" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     sections = args.only or list(SECTIONS)

@@ -41,7 +41,7 @@ class Stack:
                         PULUMI_SKIP_UPDATE_CHECK="true", PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION="true",
                         PULUMI_SKIP_CONFIRMATIONS="true", NO_COLOR="1", PULUMI_PYTHON_CMD=str(venv / "bin" / "python"),
                         PYTHONPATH=str(ROOT))
-        self.run("stack", "init", "bench")
+        self.run("stack", "init", f"bench-{count}")  # one backend for all stacks of a run
         self.run("config", "set", "count", str(count))
         self.run("config", "set", "namespace", f"pb-{kind}-{count}")
         self.run("config", "set", "netpeer:endpoint", endpoint)
