@@ -403,17 +403,17 @@ class OvnBackend:
             raise
         except ForeignRowConflict as exc:
             raise FailedPrecondition(f"OVN: {exc}; nothing was changed") from exc
-        except RuntimeError as exc:
-            if str(exc).startswith("OVSDB Error"):
+        except Exception as exc:
+            if isinstance(exc, RuntimeError) and str(exc).startswith("OVSDB Error"):
                 # The NB database refused the transaction (e.g. a hand edit left
                 # a row holding one of our unique names): a state problem, not
                 # bad input and not a crash. The repair sweep clears such rows.
+                # (Checked by message: ovsdbapp's TimeoutException is a
+                # RuntimeError too, and must stay UNAVAILABLE below.)
                 LOG.warning("OVN NB refused a transaction: %.300s", exc)
                 raise FailedPrecondition(
                     f"OVN refused the change ({str(exc)[:200]}); nothing was changed. netpeerd's repair "
                     "sweep restores hand-edited rows: retry after it ran") from exc
-            raise
-        except Exception as exc:
             if not api.idl._session.is_connected() or "timed out" in str(exc).lower() \
                     or exc.__class__.__name__ == "TimeoutException":
                 # Never quote the exception in the answer: ovsdbapp's
