@@ -55,7 +55,7 @@ class RetryingWorkload(threading.Thread):
         self.clients = {ns: Client(endpoint, tokens[ns], timeout=60) for ns in tokens}
         self.give_up_after = give_up_after
         self.stop = threading.Event()
-        self.calls: list[tuple[float, float, str]] = []
+        self.calls: list[tuple[float, float, str, str]] = []
         self.acked = 0
         self.retried_ops = 0
         self.error: str | None = None
@@ -73,19 +73,19 @@ class RetryingWorkload(threading.Thread):
                     try:
                         op.run(self.clients[op.ns])
                     except errors.Unavailable as exc:
-                        self._record(start, "unavailable")
+                        self._record(start, "unavailable", op.kind)
                         if time.monotonic() - first > self.give_up_after:
                             self.error = f"{op} still UNAVAILABLE after {self.give_up_after:.0f}s: {exc}"
                             return
                         time.sleep(0.05)
                         continue
                     except errors.NetpeerError as exc:
-                        self._record(start, type(exc).__name__)
+                        self._record(start, type(exc).__name__, op.kind)
                         # After an UNAVAILABLE, AlreadyExists/NotFound would mean
                         # the failed attempt had changed something.
                         self.error = f"{op} (attempt {attempts}): {type(exc).__name__}: {exc}"
                         return
-                    self._record(start, "ok")
+                    self._record(start, "ok", op.kind)
                     break
                 self.model.apply(op)
                 self.acked += 1
@@ -94,21 +94,24 @@ class RetryingWorkload(threading.Thread):
             for c in self.clients.values():
                 c.close()
 
-    def _record(self, start: float, outcome: str) -> None:
+    def _record(self, start: float, outcome: str, kind: str) -> None:
         with self._lock:
-            self.calls.append((start, time.monotonic() - start, outcome))
+            self.calls.append((start, time.monotonic() - start, outcome, kind))
 
     def success_after(self, t: float) -> float | None:
-        """The end time of the first successful call that started after ``t``."""
+        """The end time of the first successful call that started after ``t``
+        and had to write OVN. Network writes always do; a one-sided peering
+        (created Pending, or withdrawn while Pending) needs no OVN change and
+        rightly succeeds without an NB quorum."""
         with self._lock:
-            for start, duration, outcome in self.calls:
-                if start > t and outcome == "ok":
+            for start, duration, outcome, kind in self.calls:
+                if start > t and outcome == "ok" and kind.endswith("_network"):
                     return start + duration
         return None
 
     def unavailable_between(self, t0: float, t1: float) -> int:
         with self._lock:
-            return sum(1 for start, _, outcome in self.calls if t0 <= start <= t1 and outcome == "unavailable")
+            return sum(1 for start, _, outcome, _ in self.calls if t0 <= start <= t1 and outcome == "unavailable")
 
 
 def check_converged(store, checker, models: list[Model]) -> float:
@@ -131,10 +134,10 @@ def assert_clean(workloads: list[RetryingWorkload]) -> dict:
     outcomes = {}
     for w in workloads:
         assert w.error is None, w.error
-        for _, _, outcome in w.calls:
+        for _, _, outcome, _ in w.calls:
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
     assert set(outcomes) <= {"ok", "unavailable"}, outcomes
-    slowest = max(d for w in workloads for _, d, _ in w.calls)
+    slowest = max(d for w in workloads for _, d, _, _ in w.calls)
     assert slowest <= OVN_TIMEOUT + MARGIN, \
         f"a call took {slowest:.1f}s, more than ovn_timeout {OVN_TIMEOUT}s + {MARGIN}s"
     return {"calls": outcomes, "slowest_call_s": round(slowest, 2)}
