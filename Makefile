@@ -7,10 +7,10 @@ setup:                ## install OVN, Open vSwitch and the Python environment
 	bash scripts/setup.sh
 
 demo: setup           ## local stack with a chassis, two tenants' Pulumi stacks, ping across the peering
-	$(PY) -m netpeer.dev.demo up
+	$(PY) -m netpeer_dev.demo up
 
 demo-down:            ## destroy the demo's stacks, instances, daemons and state; check nothing is left
-	@if [ -x $(PY) ]; then $(PY) -m netpeer.dev.demo down; else echo "no .venv: nothing to tear down"; fi
+	@if [ -x $(PY) ]; then $(PY) -m netpeer_dev.demo down; else echo "no .venv: nothing to tear down"; fi
 
 walkthrough: setup    ## the life of a peering with the netpeer CLI (same dev stack: make demo-down first)
 	bash examples/cli/walkthrough.sh

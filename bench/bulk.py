@@ -14,8 +14,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from netpeer.core import dataplane
-from netpeer.store.sqlite import SqliteStore
+from netpeer.ovn import rows as dataplane
 
 from bench import nbctl
 from bench.deploy import OWNER, Deployment, Topology, peering_name

@@ -1,21 +1,23 @@
 """A benchmark deployment: real OVN daemons (central, optionally a chassis)
-and netpeerd as its own process (``netpeer serve``), in a private temp dir.
+and netpeerd as its own process (``netpeer_dev.process.NetpeerdProcess``),
+in a private temp dir.
 
-Large deployments are *seeded*: the store rows are written with the store's
-own code and the OVN rows (exactly ``core.dataplane.network_rows``) with
-one ``ovn-nbctl`` process per chunk, which is much faster than 30,000 API
-calls. netpeerd's repair sweep at start then checks the seed: it must find
-nothing to repair (``Deployment.start_netpeerd`` fails otherwise).
+Large deployments are *seeded* through the product's own code paths, in
+bulk rather than through 30,000 API calls: the store rows with the store's
+API, the OVN rows with the OVN backend's sync (the same mapping and the same
+writer netpeerd uses, many networks per NB transaction). netpeerd's repair
+sweep at start then checks the seed: it must find nothing to repair
+(``Deployment.start_netpeerd`` fails otherwise).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,13 +28,16 @@ from pathlib import Path
 from typing import Iterator
 
 from netpeer.api.client import Client
-from netpeer.core import dataplane
+from netpeer.core import validate
+from netpeer.core.dataplane import NetworkState
 from netpeer.core.models import Network, Peering, Phase, Reason, utcnow
+from netpeer.daemon import Config
 from netpeer.ovn import names
-from netpeer.ovn.daemons import OvnDaemons
+from netpeer.ovn.backend import OvnBackend
+from netpeer.ovn.ports import InstancePort
 from netpeer.store.sqlite import SqliteStore
-
-from bench import nbctl
+from netpeer_dev.daemons import OvnDaemons
+from netpeer_dev.process import NetpeerdProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_TOKEN = "np_benchadmin_" + "b" * 40
@@ -161,18 +166,21 @@ def parse_stopwatch(text: str) -> dict[str, dict[str, float]]:
 
 class Deployment:
     def __init__(self, chassis: bool = False, sweep_interval: str = "30s", label: str = "",
-                 extra_config: str = ""):
+                 settings: dict | None = None):
         self.dir = Path(tempfile.mkdtemp(prefix="npb-", dir="/tmp"))
         self.ovn = OvnDaemons(self.dir / "ovn")
         self.chassis = chassis
-        self.sweep_interval = sweep_interval
-        self.extra_config = extra_config
         self.label = label
-        self.proc: subprocess.Popen | None = None
+        token_file = self.dir / "admin.token"
+        token_file.write_text(ADMIN_TOKEN + "\n")
+        config = Config(listen=f"unix://{self.dir / 'netpeer.sock'}", store=self.dir / "netpeer.db",
+                        ovn_nb=self.ovn.nb_remote, admin_token_file=token_file,
+                        sweep_interval=validate.ttl("sweep_interval", sweep_interval),
+                        ovn_timeout=timedelta(seconds=60))
+        self.netpeerd = NetpeerdProcess(dataclasses.replace(config, **(settings or {})), self.dir, ADMIN_TOKEN)
         self.networks: dict[int, Network] = {}
         self.netns: list[str] = []
         self.token = secrets.token_hex(3)
-        self._log = None
 
     # ------------------------------------------------------------ lifecycle
     def start_ovn(self) -> None:
@@ -180,70 +188,34 @@ class Deployment:
 
     @property
     def endpoint(self) -> str:
-        return f"unix://{self.dir / 'netpeer.sock'}"
+        return self.netpeerd.endpoint
 
     @property
     def store_path(self) -> Path:
-        return self.dir / "netpeer.db"
+        return self.netpeerd.config.store
 
     @property
-    def log_path(self) -> Path:
-        return self.dir / "netpeerd.log"
+    def pid(self) -> int:
+        return self.netpeerd.pid
 
     def start_netpeerd(self, wait_sweep: bool = True, timeout: float = 900) -> float:
-        """Starts netpeerd; returns how long its first repair sweep took (s)."""
-        (self.dir / "admin.token").write_text(ADMIN_TOKEN + "\n")
-        (self.dir / "netpeerd.toml").write_text(
-            f'listen = "{self.endpoint}"\nstore = "{self.store_path}"\novn_nb = "{self.ovn.nb_remote}"\n'
-            f'admin_token_file = "{self.dir / "admin.token"}"\nsweep_interval = "{self.sweep_interval}"\n'
-            f'ovn_timeout = "60s"\n{self.extra_config}')
-        self._log = open(self.log_path, "ab")
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.proc = subprocess.Popen([sys.executable, "-m", "netpeer.cli.main", "serve", "--config",
-                                      str(self.dir / "netpeerd.toml")], stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, cwd=str(ROOT))
+        """Starts netpeerd; returns how long until its first repair sweep
+        completed (s), read through the status call."""
         start = time.monotonic()
-        deadline = start + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"netpeerd exited ({self.proc.returncode}); see {self.log_path}")
-            try:
-                with self.client(timeout=5) as c:
-                    c.caller()
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        self.netpeerd.spawn()
+        status = self.netpeerd.wait_ready(timeout, sweep=wait_sweep)
         if not wait_sweep:
             return 0.0
-        while "sweep:" not in self.log_path.read_text(errors="replace"):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"netpeerd's first sweep did not finish; see {self.log_path}")
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"netpeerd exited ({self.proc.returncode}); see {self.log_path}")
-            time.sleep(0.2)
-        line = [x for x in self.log_path.read_text(errors="replace").splitlines() if "sweep:" in x][0]
-        m = re.search(r"sweep: (\d+) expired, (\d+) OVN rows repaired, (\d+) errors", line)
-        if m and (int(m.group(2)) or int(m.group(3))):
-            raise RuntimeError(f"the seed is not what netpeerd would write: {line}")
+        first = status["last_sweep"]
+        if first["repaired_rows"] or first["errors"]:
+            raise RuntimeError(f"the seed is not what netpeerd would write: first sweep {first}")
         return time.monotonic() - start
 
     def stop_netpeerd(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self.netpeerd.stop(timeout=20)
 
     def stop(self) -> None:
-        from netpeer.dev import netns as nsx
+        from netpeer_dev import netns as nsx
         errors = []
         for ns in reversed(self.netns):
             try:
@@ -275,7 +247,7 @@ class Deployment:
         return Client(self.endpoint, ADMIN_TOKEN, timeout=timeout)
 
     def netpeerd_rss(self) -> dict[str, int]:
-        return rss_kib(self.proc.pid)
+        return rss_kib(self.netpeerd.pid)
 
     def daemon_rss(self) -> dict[str, int]:
         return {name: rss_kib(pid)["VmRSS"] for name, pid in self.ovn.pids().items()}
@@ -305,13 +277,25 @@ class Deployment:
         finally:
             store.close()
         t1 = time.monotonic()
-        ids = list(nets)
-        for k in range(0, len(ids), chunk):
-            rows = [dataplane.network_rows(OWNER, nets[i], peers[i]) for i in ids[k:k + chunk]]
-            nbctl.run(self.ovn, nbctl.create_networks(rows))
+        with self.backend(timeout=600) as backend:
+            ids = list(nets)
+            for k in range(0, len(ids), chunk):
+                backend.sync({nets[i].uid: NetworkState(nets[i], tuple(sorted(peers[i], key=lambda n: n.key)))
+                              for i in ids[k:k + chunk]})
         t2 = time.monotonic()
         self.networks = nets
         return {"store_s": t1 - t0, "ovn_s": t2 - t1}
+
+    @contextlib.contextmanager
+    def backend(self, timeout: float = 120):
+        """netpeer's OVN backend on this deployment's NB (as netpeerd connects)."""
+        backend = OvnBackend(self.ovn.nb_remote, owner=OWNER, timeout=timeout)
+        try:
+            if not backend.wait_connected(60):
+                raise RuntimeError(f"cannot reach the OVN NB of {self.dir}")
+            yield backend
+        finally:
+            backend.close()
 
     def resync_networks_from_store(self) -> None:
         """Networks (with uids) as the store has them, for deployments built through the API."""
@@ -368,23 +352,21 @@ class Deployment:
         """A network namespace on each network's switch with address .k;
         returns [(netns, address)]. All switch ports in one NB transaction:
         on OVN 23.03 each NB change is a full ovn-northd recompute."""
-        from netpeer.dev import netns as nsx
-        args: list[str] = []
-        made = []
+        from netpeer_dev import netns as nsx
+        ports = []
         for i in nets:
             net = self.networks[i]
-            port = names.instance_port(net.uid, f"b{k}")
-            mac = names.instance_mac(net.uid, f"b{k}")
-            ip = Topology.host(i, k)
-            args += ["--", "lsp-add", names.switch(net.uid), port, "--", "lsp-set-addresses", port, f"{mac} {ip}"]
-            made.append((i, port, mac, ip))
-        self.ovn.nbctl(*args[1:], timeout=600)
+            ports.append((InstancePort(uid=net.uid, namespace=net.namespace, network=net.name, instance=f"b{k}",
+                                       mac=names.instance_mac(net.uid, f"b{k}"), ips=(Topology.host(i, k),)),
+                          None))
+        with self.backend(timeout=600) as backend:
+            backend.ports.put_many(ports)
         out = []
-        for i, port, mac, ip in made:
+        for i, (port, _) in zip(nets, ports):
             netns = f"npb{self.token}-{i}-{k}"
             self.netns.append(netns)
-            nsx.add_instance(self.ovn, netns, port, mac, [f"{ip}/24"], [Topology.gateway(i)])
-            out.append((netns, ip))
+            nsx.add_instance(self.ovn, netns, port.name, port.mac, [f"{port.ips[0]}/24"], [Topology.gateway(i)])
+            out.append((netns, port.ips[0]))
         for netns, _ in out:
             nsx.wait_instance_up(self.ovn, netns, timeout=600)
         return out

@@ -1,5 +1,9 @@
 """results.json -> a summary (every section), results.md (tables, targets)
-and PNG plots."""
+and PNG plots.
+
+Why one module of this size: one renderer per section and per plot, each
+short, listed in ``SECTIONS`` and ``PLOTS``.
+"""
 
 from __future__ import annotations
 
@@ -30,43 +34,11 @@ def _f(x, digits=1) -> str:
 
 def summarize(data: dict) -> dict:
     """One entry per measured section, with the figures the targets use."""
-    scale = {}
-    for shape, sc in _shapes(data).items():
-        scale[shape] = sc
     s: dict = {"bind": {}, "traffic": {}, "northd": {}, "memory": {}, "cli": {}, "bulk": {}, "pulumi": {},
                "shapes": {}, "targets": {}}
-    for shape, sc in scale.items():
+    for shape, sc in _shapes(data).items():
         for n in _sizes(sc):
-            r = sc[str(n)]
-            key = f"{shape}/{n}" if shape != "lxd" else str(n)
-            s["bind"][key] = {k: r["bind"]["bind"][k] for k in ("p50_ms", "p99_ms", "max_ms", "n")}
-            if "traffic" in r:
-                t = r["traffic"]
-                s["traffic"][key] = {"ping_p50_ms": t["ping"]["p50_ms"], "ping_p99_ms": t["ping"]["p99_ms"],
-                                     "hv_p50_ms": t["hv"]["p50_ms"], "hv_p99_ms": t["hv"]["p99_ms"],
-                                     "n": t["ping"]["n"]}
-            nd = r.get("northd_full_recompute", {}).get("stopwatch", {})
-            per_bind = [x["stopwatch"].get("build_lflows", {}) for x in r.get("traffic", {}).get("northd", [])]
-            per_loop = [x["stopwatch"].get("ovn-northd-loop", {}) for x in r.get("traffic", {}).get("northd", [])]
-            recomputes = [x["engine"].get("lflow", {}).get("recompute", 0) for x in r.get("traffic", {}).get("northd", [])]
-            s["northd"][key] = {
-                "full_recompute_build_lflows_ms": nd.get("build_lflows", {}).get("maximum"),
-                "full_recompute_loop_ms": nd.get("ovn-northd-loop", {}).get("maximum"),
-                "per_bind_lflow_recomputes": (sum(recomputes) / len(recomputes)) if recomputes else None,
-                "per_bind_build_lflows_ms": (sum(x.get("maximum", 0) for x in per_bind) / len(per_bind))
-                if per_bind else None,
-                "per_bind_loop_ms": (sum(x.get("maximum", 0) for x in per_loop) / len(per_loop))
-                if per_loop else None,
-                "lflows_total": r.get("lflows", {}).get("after"),
-                "lflows_per_peering": r.get("lflows", {}).get("per_peering"),
-            }
-            s["memory"][key] = {"netpeerd_rss_mib": r["memory_end_kib"]["netpeerd"]["VmRSS"] / 1024,
-                                "netpeerd_peak_mib": r["memory_end_kib"]["netpeerd"]["VmHWM"] / 1024,
-                                "netpeerd_start_s": r.get("netpeerd_start_s"),
-                                "netpeerd_idle_cpu_pct": r.get("netpeerd_idle_cpu_pct"),
-                                **{f"{k}_mib": v / 1024 for k, v in r["memory_end_kib"]["ovn"].items()}}
-            if r.get("cli"):
-                s["cli"][key] = {k: {"p50_ms": v["p50_ms"], "max_ms": v["max_ms"]} for k, v in r["cli"].items()}
+            _summarize_size(s, f"{shape}/{n}" if shape != "lxd" else str(n), sc[str(n)])
     if "bulk" in data:
         b = data["bulk"]
         s["bulk"] = {"api_s": b["api"]["total_s"], "api_second_consents_s": b["api"]["second_consents_s"],
@@ -75,25 +47,65 @@ def summarize(data: dict) -> dict:
                      "rows": b["rows"]}
     if "pulumi" in data:
         s["pulumi"] = data["pulumi"]["overhead"]
-
     if "shapes" in data:
-        s["shapes"] = {}
-        for key, r in data["shapes"].items():
-            per = [x["stopwatch"].get("build_lflows", {}) for x in r["northd_per_bind"]]
-            loops = [x["stopwatch"].get("ovn-northd-loop", {}) for x in r["northd_per_bind"]]
-            s["shapes"][key] = {
-                "lflows": r["lflows"], "lflows_per_peering": r["lflows_per_peering"],
-                "full_recompute_build_lflows_ms": r["full_recompute"]["stopwatch"].get("build_lflows", {}).get("maximum"),
-                "full_recompute_loop_ms": r["full_recompute"]["stopwatch"].get("ovn-northd-loop", {}).get("maximum"),
-                "per_bind_lflow_recomputes": sum(x["engine"].get("lflow", {}).get("recompute", 0)
-                                                 for x in r["northd_per_bind"]) / max(1, len(per)),
-                "per_bind_build_lflows_ms": sum(x.get("maximum", 0) for x in per) / max(1, len(per)),
-                "per_bind_loop_max_ms": sum(x.get("maximum", 0) for x in loops) / max(1, len(loops)),
-                "ping_p50_ms": r["ping"]["p50_ms"], "ping_p99_ms": r["ping"]["p99_ms"],
-                "nb_write_p50_ms": r["nb_write"]["p50_ms"],
-                "sb_rss_mib": r["daemon_rss_kib"].get("ovsdb-server-sb", 0) / 1024,
-                "northd_rss_mib": r["daemon_rss_kib"].get("ovn-northd", 0) / 1024}
-    t = s["targets"]
+        s["shapes"] = {key: _summarize_shape(r) for key, r in data["shapes"].items()}
+    s["targets"] = _targets(s)
+    return s
+
+
+def _mean(values: list, default=None):
+    return sum(values) / len(values) if values else default
+
+
+def _summarize_size(s: dict, key: str, r: dict) -> None:
+    """The figures of one deployment size into the summary ``s``."""
+    s["bind"][key] = {k: r["bind"]["bind"][k] for k in ("p50_ms", "p99_ms", "max_ms", "n")}
+    if "traffic" in r:
+        t = r["traffic"]
+        s["traffic"][key] = {"ping_p50_ms": t["ping"]["p50_ms"], "ping_p99_ms": t["ping"]["p99_ms"],
+                             "hv_p50_ms": t["hv"]["p50_ms"], "hv_p99_ms": t["hv"]["p99_ms"], "n": t["ping"]["n"]}
+    nd = r.get("northd_full_recompute", {}).get("stopwatch", {})
+    per_bind_runs = r.get("traffic", {}).get("northd", [])
+    s["northd"][key] = {
+        "full_recompute_build_lflows_ms": nd.get("build_lflows", {}).get("maximum"),
+        "full_recompute_loop_ms": nd.get("ovn-northd-loop", {}).get("maximum"),
+        "per_bind_lflow_recomputes": _mean([x["engine"].get("lflow", {}).get("recompute", 0) for x in per_bind_runs]),
+        "per_bind_build_lflows_ms": _mean([x["stopwatch"].get("build_lflows", {}).get("maximum", 0)
+                                           for x in per_bind_runs]),
+        "per_bind_loop_ms": _mean([x["stopwatch"].get("ovn-northd-loop", {}).get("maximum", 0)
+                                   for x in per_bind_runs]),
+        "lflows_total": r.get("lflows", {}).get("after"),
+        "lflows_per_peering": r.get("lflows", {}).get("per_peering"),
+    }
+    s["memory"][key] = {"netpeerd_rss_mib": r["memory_end_kib"]["netpeerd"]["VmRSS"] / 1024,
+                        "netpeerd_peak_mib": r["memory_end_kib"]["netpeerd"]["VmHWM"] / 1024,
+                        "netpeerd_start_s": r.get("netpeerd_start_s"),
+                        "netpeerd_idle_cpu_pct": r.get("netpeerd_idle_cpu_pct"),
+                        **{f"{k}_mib": v / 1024 for k, v in r["memory_end_kib"]["ovn"].items()}}
+    if r.get("cli"):
+        s["cli"][key] = {k: {"p50_ms": v["p50_ms"], "max_ms": v["max_ms"]} for k, v in r["cli"].items()}
+
+
+def _summarize_shape(r: dict) -> dict:
+    per_bind = r["northd_per_bind"]
+    return {
+        "lflows": r["lflows"], "lflows_per_peering": r["lflows_per_peering"],
+        "full_recompute_build_lflows_ms": r["full_recompute"]["stopwatch"].get("build_lflows", {}).get("maximum"),
+        "full_recompute_loop_ms": r["full_recompute"]["stopwatch"].get("ovn-northd-loop", {}).get("maximum"),
+        "per_bind_lflow_recomputes": _mean([x["engine"].get("lflow", {}).get("recompute", 0) for x in per_bind], 0),
+        "per_bind_build_lflows_ms": _mean([x["stopwatch"].get("build_lflows", {}).get("maximum", 0)
+                                           for x in per_bind], 0),
+        "per_bind_loop_max_ms": _mean([x["stopwatch"].get("ovn-northd-loop", {}).get("maximum", 0)
+                                       for x in per_bind], 0),
+        "ping_p50_ms": r["ping"]["p50_ms"], "ping_p99_ms": r["ping"]["p99_ms"],
+        "nb_write_p50_ms": r["nb_write"]["p50_ms"],
+        "sb_rss_mib": r["daemon_rss_kib"].get("ovsdb-server-sb", 0) / 1024,
+        "northd_rss_mib": r["daemon_rss_kib"].get("ovn-northd", 0) / 1024}
+
+
+def _targets(s: dict) -> dict:
+    """One row per target: value, target, met."""
+    t: dict = {}
     if s["bulk"]:
         t["bulk within 2x of raw ovn-nbctl"] = {"value": s["bulk"]["ratio"], "target": TARGETS["bulk_ratio"],
                                                 "met": s["bulk"]["ratio"] <= TARGETS["bulk_ratio"]}
@@ -116,7 +128,7 @@ def summarize(data: dict) -> dict:
         t["provider overhead < 10% over do-nothing"] = {"value": worst[0], "worst": worst[1],
                                                        "target": TARGETS["pulumi_overhead_pct"],
                                                        "met": worst[0] < TARGETS["pulumi_overhead_pct"]}
-    return s
+    return t
 
 
 def _shapes(data: dict) -> dict[str, dict]:
@@ -146,186 +158,263 @@ def markdown(data: dict, s: dict) -> str:
         unit = "x" if "within" in name and "ms" not in name else ("%" if "overhead" in name else " ms")
         lines.append(f"| {name} | {_f(t['value'], 2)}{unit}{' (' + t['worst'] + ')' if 'worst' in t else ''} | "
                      f"{'yes' if t['met'] else '**no**'} |")
-    if s["bind"]:
-        lines += ["", "## Bind latency through the API (second consent → Bound, NB committed)", "",
-                  "| deployment | networks | Bound pairs | samples | p50 ms | p99 ms | max ms | unbind p50 ms |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for shape, sc in _shapes(data).items():
-            for n in _sizes(sc):
-                r = sc[str(n)]
-                lines.append(f"| {shape} | {n:,} | {r['bound_pairs']:,} | {r['bind']['bind']['n']} | "
-                             f"{_f(r['bind']['bind']['p50_ms'])} | {_f(r['bind']['bind']['p99_ms'])} | "
-                             f"{_f(r['bind']['bind']['max_ms'])} | {_f(r['bind']['unbind']['p50_ms'])} |")
-    if s["traffic"]:
-        lines += ["", "## Time to traffic (second consent → ...)", "",
-                  "| deployment | networks | samples | chassis applied (hv_cfg) p50 / p99 ms | first ping p50 / p99 ms |",
-                  "|---|---|---|---|---|"]
-        for shape, sc in _shapes(data).items():
-            for n in _sizes(sc):
-                t = sc[str(n)].get("traffic")
-                if t:
-                    lines.append(f"| {shape} | {n:,} | {t['ping']['n']} | {_f(t['hv']['p50_ms'])} / {_f(t['hv']['p99_ms'])} | "
-                                 f"{_f(t['ping']['p50_ms'])} / {_f(t['ping']['p99_ms'])} |")
-    if s["northd"]:
-        lines += ["", "## ovn-northd per bind and logical flows", "",
-                  "| deployment | networks | lflow recomputes per bind | build_lflows per bind ms | "
-                  "longest northd loop per bind ms | logical flows | flows per peering |", "|---|---|---|---|---|---|---|"]
-        for key, v in s["northd"].items():
-            shape, n = (key.split("/") + [None])[:2] if "/" in key else ("lxd", key)
-            lines.append(f"| {shape} | {int(n):,} | {_f(v['per_bind_lflow_recomputes'])} | "
-                         f"{_f(v['per_bind_build_lflows_ms'])} | {_f(v['per_bind_loop_ms'])} | "
-                         f"{_f(v['lflows_total'])} | {_f(v['lflows_per_peering'])} |")
-    if s["memory"]:
-        lines += ["", "## Memory (resident, MiB) and start-up", "",
-                  "| deployment | networks | netpeerd | netpeerd peak | netpeerd start + first sweep s | netpeerd CPU at rest | NB ovsdb | SB ovsdb | ovn-northd |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for key, v in s["memory"].items():
-            shape, n = (key.split("/") + [None])[:2] if "/" in key else ("lxd", key)
-            lines.append(f"| {shape} | {int(n):,} | {_f(v['netpeerd_rss_mib'])} | {_f(v['netpeerd_peak_mib'])} | "
-                         f"{_f(v.get('netpeerd_start_s'))} | {_f(v.get('netpeerd_idle_cpu_pct'))}% | "
-                         f"{_f(v.get('ovsdb-server-nb_mib'))} | "
-                         f"{_f(v.get('ovsdb-server-sb_mib'))} | {_f(v.get('ovn-northd_mib'))} |")
-    if s["bulk"]:
-        b = s["bulk"]
-        bulk = data["bulk"]
-        lines += ["", f"## Bulk apply: {bulk['pairs']:,} peerings (Bound pairs) among {bulk['networks']} networks", "",
-                  "| path | NB written s | until SB s |", "|---|---|---|",
-                  f"| API, {bulk['pairs'] * 2:,} consents, {bulk['api_concurrency']} concurrent clients | "
-                  f"{_f(b['api_s'], 2)} (second consents alone {_f(b['api_second_consents_s'], 2)}) | {_f(b['api_until_sb_s'], 2)} |",
-                  f"| ovn-nbctl, {b['rows']:,} rows in {bulk.get('nbctl_invocations', 1)} process(es) | "
-                  f"{_f(b['raw_s'], 2)} | {_f(b['raw_until_sb_s'], 2)} |",
-                  f"| ratio | **{_f(b['ratio'], 2)}x** (second consents alone {_f(b['ratio_second_consents'], 2)}x) | |"]
-    if s["pulumi"]:
-        lines += ["", "## Pulumi (real CLI, local backend)", "",
-                  "| operation, resources | netpeer s | do-nothing s | overhead |", "|---|---|---|---|"]
-        for k, v in s["pulumi"].items():
-            lines.append(f"| {k} | {_f(v['netpeer_s'], 2)} | {_f(v['noop_s'], 2)} | {_f(v['overhead_pct'])}% |")
-    if s.get("shapes"):
-        lines += ["", "## OVN shapes side by side (raw ovn-nbctl, same deployment, same chassis probe)", "",
-                  "| shape | networks | logical flows | flows per peering | full recompute build_lflows / loop ms | "
-                  "lflow recomputes per bind | build_lflows per bind ms | first ping p50 / p99 ms | SB RSS MiB |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for key, v in s["shapes"].items():
-            shape, n = key.split("/")
-            lines.append(f"| {shape} | {int(n):,} | {_f(v['lflows'])} | {_f(v['lflows_per_peering'])} | "
-                         f"{_f(v['full_recompute_build_lflows_ms'])} / {_f(v['full_recompute_loop_ms'])} | "
-                         f"{_f(v['per_bind_lflow_recomputes'])} | {_f(v['per_bind_build_lflows_ms'])} | "
-                         f"{_f(v['ping_p50_ms'])} / {_f(v['ping_p99_ms'])} | {_f(v['sb_rss_mib'])} |")
-    if s["cli"]:
-        lines += ["", "## CLI per command (whole process, wall time)", ""]
-        for key, cmds in s["cli"].items():
-            lines += [f"At {key} networks:", "", "| command | p50 ms | max ms |", "|---|---|---|"]
-            for name, v in cmds.items():
-                lines.append(f"| `netpeer {name}` | {_f(v['p50_ms'])} | {_f(v['max_ms'])} |"
-                             if not name.startswith("(") else f"| {name} | {_f(v['p50_ms'])} | {_f(v['max_ms'])} |")
-            lines.append("")
+    for section in SECTIONS:
+        lines += section(data, s)
     return "\n".join(lines) + "\n"
+
+
+def _md_bind(data: dict, s: dict) -> list[str]:
+    if not s["bind"]:
+        return []
+    lines = ["", "## Bind latency through the API (second consent → Bound, NB committed)", "",
+              "| deployment | networks | Bound pairs | samples | p50 ms | p99 ms | max ms | unbind p50 ms |",
+              "|---|---|---|---|---|---|---|---|"]
+    for shape, sc in _shapes(data).items():
+        for n in _sizes(sc):
+            r = sc[str(n)]
+            lines.append(f"| {shape} | {n:,} | {r['bound_pairs']:,} | {r['bind']['bind']['n']} | "
+                         f"{_f(r['bind']['bind']['p50_ms'])} | {_f(r['bind']['bind']['p99_ms'])} | "
+                         f"{_f(r['bind']['bind']['max_ms'])} | {_f(r['bind']['unbind']['p50_ms'])} |")
+    return lines
+
+
+def _md_traffic(data: dict, s: dict) -> list[str]:
+    if not s["traffic"]:
+        return []
+    lines = ["", "## Time to traffic (second consent → ...)", "",
+              "| deployment | networks | samples | chassis applied (hv_cfg) p50 / p99 ms | first ping p50 / p99 ms |",
+              "|---|---|---|---|---|"]
+    for shape, sc in _shapes(data).items():
+        for n in _sizes(sc):
+            t = sc[str(n)].get("traffic")
+            if t:
+                lines.append(f"| {shape} | {n:,} | {t['ping']['n']} | {_f(t['hv']['p50_ms'])} / {_f(t['hv']['p99_ms'])} | "
+                             f"{_f(t['ping']['p50_ms'])} / {_f(t['ping']['p99_ms'])} |")
+    return lines
+
+
+def _md_northd(data: dict, s: dict) -> list[str]:
+    if not s["northd"]:
+        return []
+    lines = ["", "## ovn-northd per bind and logical flows", "",
+              "| deployment | networks | lflow recomputes per bind | build_lflows per bind ms | "
+              "longest northd loop per bind ms | logical flows | flows per peering |", "|---|---|---|---|---|---|---|"]
+    for key, v in s["northd"].items():
+        shape, n = (key.split("/") + [None])[:2] if "/" in key else ("lxd", key)
+        lines.append(f"| {shape} | {int(n):,} | {_f(v['per_bind_lflow_recomputes'])} | "
+                     f"{_f(v['per_bind_build_lflows_ms'])} | {_f(v['per_bind_loop_ms'])} | "
+                     f"{_f(v['lflows_total'])} | {_f(v['lflows_per_peering'])} |")
+    return lines
+
+
+def _md_memory(data: dict, s: dict) -> list[str]:
+    if not s["memory"]:
+        return []
+    lines = ["", "## Memory (resident, MiB) and start-up", "",
+              "| deployment | networks | netpeerd | netpeerd peak | netpeerd start + first sweep s | netpeerd CPU at rest | NB ovsdb | SB ovsdb | ovn-northd |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for key, v in s["memory"].items():
+        shape, n = (key.split("/") + [None])[:2] if "/" in key else ("lxd", key)
+        lines.append(f"| {shape} | {int(n):,} | {_f(v['netpeerd_rss_mib'])} | {_f(v['netpeerd_peak_mib'])} | "
+                     f"{_f(v.get('netpeerd_start_s'))} | {_f(v.get('netpeerd_idle_cpu_pct'))}% | "
+                     f"{_f(v.get('ovsdb-server-nb_mib'))} | "
+                     f"{_f(v.get('ovsdb-server-sb_mib'))} | {_f(v.get('ovn-northd_mib'))} |")
+    return lines
+
+
+def _md_bulk(data: dict, s: dict) -> list[str]:
+    if not s["bulk"]:
+        return []
+    lines: list[str] = []
+    b = s["bulk"]
+    bulk = data["bulk"]
+    lines += ["", f"## Bulk apply: {bulk['pairs']:,} peerings (Bound pairs) among {bulk['networks']} networks", "",
+              "| path | NB written s | until SB s |", "|---|---|---|",
+              f"| API, {bulk['pairs'] * 2:,} consents, {bulk['api_concurrency']} concurrent clients | "
+              f"{_f(b['api_s'], 2)} (second consents alone {_f(b['api_second_consents_s'], 2)}) | {_f(b['api_until_sb_s'], 2)} |",
+              f"| ovn-nbctl, {b['rows']:,} rows in {bulk.get('nbctl_invocations', 1)} process(es) | "
+              f"{_f(b['raw_s'], 2)} | {_f(b['raw_until_sb_s'], 2)} |",
+              f"| ratio | **{_f(b['ratio'], 2)}x** (second consents alone {_f(b['ratio_second_consents'], 2)}x) | |"]
+    return lines
+
+
+def _md_pulumi(data: dict, s: dict) -> list[str]:
+    if not s["pulumi"]:
+        return []
+    lines = ["", "## Pulumi (real CLI, local backend)", "",
+              "| operation, resources | netpeer s | do-nothing s | overhead |", "|---|---|---|---|"]
+    for k, v in s["pulumi"].items():
+        lines.append(f"| {k} | {_f(v['netpeer_s'], 2)} | {_f(v['noop_s'], 2)} | {_f(v['overhead_pct'])}% |")
+    return lines
+
+
+def _md_shapes(data: dict, s: dict) -> list[str]:
+    if not s.get("shapes"):
+        return []
+    lines = ["", "## OVN shapes side by side (raw ovn-nbctl, same deployment, same chassis probe)", "",
+              "| shape | networks | logical flows | flows per peering | full recompute build_lflows / loop ms | "
+              "lflow recomputes per bind | build_lflows per bind ms | first ping p50 / p99 ms | SB RSS MiB |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for key, v in s["shapes"].items():
+        shape, n = key.split("/")
+        lines.append(f"| {shape} | {int(n):,} | {_f(v['lflows'])} | {_f(v['lflows_per_peering'])} | "
+                     f"{_f(v['full_recompute_build_lflows_ms'])} / {_f(v['full_recompute_loop_ms'])} | "
+                     f"{_f(v['per_bind_lflow_recomputes'])} | {_f(v['per_bind_build_lflows_ms'])} | "
+                     f"{_f(v['ping_p50_ms'])} / {_f(v['ping_p99_ms'])} | {_f(v['sb_rss_mib'])} |")
+    return lines
+
+
+def _md_cli(data: dict, s: dict) -> list[str]:
+    if not s["cli"]:
+        return []
+    lines = ["", "## CLI per command (whole process, wall time)", ""]
+    for key, cmds in s["cli"].items():
+        lines += [f"At {key} networks:", "", "| command | p50 ms | max ms |", "|---|---|---|"]
+        for name, v in cmds.items():
+            lines.append(f"| `netpeer {name}` | {_f(v['p50_ms'])} | {_f(v['max_ms'])} |"
+                         if not name.startswith("(") else f"| {name} | {_f(v['p50_ms'])} | {_f(v['max_ms'])} |")
+        lines.append("")
+    return lines
+
+
+#: The sections of results.md after the targets, in order.
+SECTIONS = [_md_bind, _md_traffic, _md_northd, _md_memory, _md_bulk, _md_pulumi, _md_shapes, _md_cli]
 
 
 # ------------------------------------------------------------------ plots
 
 def plots(data: dict, s: dict, out: Path) -> list[str]:
+    """Draws every plot that has data; the file names written to ``out``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     made = []
-    shapes = _shapes(data)
-
-    def save(fig, name):
+    for name, draw in PLOTS:
+        fig = draw(plt, data, s)
+        if fig is None:
+            continue
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
         made.append(name)
-
-    if shapes:
-        fig, ax = plt.subplots(figsize=(6.4, 4))
-        for shape, sc in shapes.items():
-            ns = _sizes(sc)
-            for q, style in (("p50_ms", "o-"), ("p99_ms", "s--")):
-                ax.plot(ns, [sc[str(n)]["bind"]["bind"][q] for n in ns], style, label=f"{shape} {q[:3]}")
-        ax.axhline(50, color="red", lw=0.8, ls=":", label="target p99 at 1,000")
-        ax.set_xscale("log")
-        ax.set_xlabel("networks (as many Bound pairs)")
-        ax.set_ylabel("ms")
-        ax.set_title("Bind latency through the API")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=8)
-        save(fig, "bind_latency.png")
-
-        if any("traffic" in sc[k] for sc in shapes.values() for k in sc):
-            fig, ax = plt.subplots(figsize=(6.4, 4))
-            for shape, sc in shapes.items():
-                ns = [n for n in _sizes(sc) if "traffic" in sc[str(n)]]
-                for what, style in (("ping", "o-"), ("hv", "s--")):
-                    ax.plot(ns, [sc[str(n)]["traffic"][what]["p99_ms"] / 1000 for n in ns], style,
-                            label=f"{shape} {'first ping' if what == 'ping' else 'chassis (hv_cfg)'} p99")
-                    ax.plot(ns, [sc[str(n)]["traffic"][what]["p50_ms"] / 1000 for n in ns], style, alpha=0.35,
-                            label=f"{shape} {'first ping' if what == 'ping' else 'chassis (hv_cfg)'} p50")
-            ax.axhline(1, color="red", lw=0.8, ls=":", label="target p99 at 1,000")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("networks (as many Bound pairs)")
-            ax.set_ylabel("seconds")
-            ax.set_title("Time to traffic after the second consent")
-            ax.legend(fontsize=7)
-            save(fig, "time_to_traffic.png")
-
-        fig, ax = plt.subplots(figsize=(6.4, 4))
-        for shape, sc in shapes.items():
-            ns = _sizes(sc)
-            key = (lambda n: str(n)) if shape == "lxd" else (lambda n, shape=shape: f"{shape}/{n}")
-            ax.plot(ns, [s["northd"][key(n)]["per_bind_loop_ms"] or 0 for n in ns], "o-",
-                    label=f"{shape}: ovn-northd per bind (longest loop, ms)")
-            ax.plot(ns, [sc[str(n)]["traffic"]["ping"]["p50_ms"] if "traffic" in sc[str(n)] else 0 for n in ns], "^-",
-                    label=f"{shape}: bind → first ping p50 (ms)")
-            ax.plot(ns, [sc[str(n)]["memory_end_kib"]["netpeerd"]["VmRSS"] / 1024 for n in ns], "s--",
-                    label=f"{shape}: netpeerd RSS (MiB)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("networks (as many Bound pairs)")
-        ax.set_ylabel("ms  /  MiB")
-        ax.set_title("What grows with the deployment")
-        ax.legend(fontsize=8)
-        save(fig, "growth.png")
-
-    if s["bulk"]:
-        b = s["bulk"]
-        fig, ax = plt.subplots(figsize=(6.4, 3.2))
-        labels = ["API (all consents)", "API (second consents)", "raw ovn-nbctl"]
-        vals = [b["api_s"], b["api_second_consents_s"], b["raw_s"]]
-        ax.barh(labels, vals, color=["tab:blue", "tab:cyan", "tab:gray"])
-        for y, v in enumerate(vals):
-            ax.text(v, y, f" {v:.2f}s", va="center", fontsize=8)
-        ax.set_xlabel("seconds until NB holds every row")
-        ax.set_title(f"Bulk apply: {data['bulk']['pairs']:,} peerings, ratio {b['ratio']:.2f}x")
-        save(fig, "bulk.png")
-
-    if s["pulumi"]:
-        keys = [k for k in s["pulumi"] if not k.startswith("destroy")]
-        fig, ax = plt.subplots(figsize=(6.4, 3.6))
-        x = range(len(keys))
-        ax.bar([i - 0.2 for i in x], [s["pulumi"][k]["netpeer_s"] for k in keys], 0.4, label="netpeer")
-        ax.bar([i + 0.2 for i in x], [s["pulumi"][k]["noop_s"] for k in keys], 0.4, label="do-nothing")
-        ax.set_xticks(list(x))
-        ax.set_xticklabels(keys, rotation=20, fontsize=8)
-        ax.set_ylabel("seconds")
-        ax.set_title("pulumi: netpeer resources vs do-nothing resources")
-        ax.legend(fontsize=8)
-        save(fig, "pulumi.png")
-    if s.get("shapes"):
-        keys = list(s["shapes"])
-        fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
-        colors = ["tab:blue" if k.startswith("lxd") else "tab:orange" for k in keys]
-        axes[0].bar(keys, [s["shapes"][k]["ping_p50_ms"] for k in keys], color=colors)
-        axes[0].set_title("bind → first ping, p50 (ms)", fontsize=9)
-        axes[1].bar(keys, [s["shapes"][k]["lflows"] / 1000 for k in keys], color=colors)
-        axes[1].set_title("logical flows (thousands)", fontsize=9)
-        for ax in axes:
-            ax.tick_params(axis="x", labelrotation=20, labelsize=8)
-        fig.suptitle("LXD shape vs shared transit switch (raw ovn-nbctl)", fontsize=10)
-        save(fig, "shapes.png")
     return made
+
+
+def _plot_bind(plt, data: dict, s: dict):
+    shapes = _shapes(data)
+    if not shapes:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for shape, sc in shapes.items():
+        ns = _sizes(sc)
+        for q, style in (("p50_ms", "o-"), ("p99_ms", "s--")):
+            ax.plot(ns, [sc[str(n)]["bind"]["bind"][q] for n in ns], style, label=f"{shape} {q[:3]}")
+    ax.axhline(50, color="red", lw=0.8, ls=":", label="target p99 at 1,000")
+    ax.set_xscale("log")
+    ax.set_xlabel("networks (as many Bound pairs)")
+    ax.set_ylabel("ms")
+    ax.set_title("Bind latency through the API")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _plot_traffic(plt, data: dict, s: dict):
+    shapes = _shapes(data)
+    if not any("traffic" in sc[k] for sc in shapes.values() for k in sc):
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for shape, sc in shapes.items():
+        ns = [n for n in _sizes(sc) if "traffic" in sc[str(n)]]
+        for what, style in (("ping", "o-"), ("hv", "s--")):
+            label = f"{shape} {'first ping' if what == 'ping' else 'chassis (hv_cfg)'}"
+            ax.plot(ns, [sc[str(n)]["traffic"][what]["p99_ms"] / 1000 for n in ns], style, label=f"{label} p99")
+            ax.plot(ns, [sc[str(n)]["traffic"][what]["p50_ms"] / 1000 for n in ns], style, alpha=0.35,
+                    label=f"{label} p50")
+    ax.axhline(1, color="red", lw=0.8, ls=":", label="target p99 at 1,000")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("networks (as many Bound pairs)")
+    ax.set_ylabel("seconds")
+    ax.set_title("Time to traffic after the second consent")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _plot_growth(plt, data: dict, s: dict):
+    shapes = _shapes(data)
+    if not shapes:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for shape, sc in shapes.items():
+        ns = _sizes(sc)
+        key = (lambda n: str(n)) if shape == "lxd" else (lambda n, shape=shape: f"{shape}/{n}")
+        ax.plot(ns, [s["northd"][key(n)]["per_bind_loop_ms"] or 0 for n in ns], "o-",
+                label=f"{shape}: ovn-northd per bind (longest loop, ms)")
+        ax.plot(ns, [sc[str(n)]["traffic"]["ping"]["p50_ms"] if "traffic" in sc[str(n)] else 0 for n in ns], "^-",
+                label=f"{shape}: bind → first ping p50 (ms)")
+        ax.plot(ns, [sc[str(n)]["memory_end_kib"]["netpeerd"]["VmRSS"] / 1024 for n in ns], "s--",
+                label=f"{shape}: netpeerd RSS (MiB)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("networks (as many Bound pairs)")
+    ax.set_ylabel("ms  /  MiB")
+    ax.set_title("What grows with the deployment")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _plot_bulk(plt, data: dict, s: dict):
+    if not s["bulk"]:
+        return None
+    b = s["bulk"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    labels = ["API (all consents)", "API (second consents)", "raw ovn-nbctl"]
+    vals = [b["api_s"], b["api_second_consents_s"], b["raw_s"]]
+    ax.barh(labels, vals, color=["tab:blue", "tab:cyan", "tab:gray"])
+    for y, v in enumerate(vals):
+        ax.text(v, y, f" {v:.2f}s", va="center", fontsize=8)
+    ax.set_xlabel("seconds until NB holds every row")
+    ax.set_title(f"Bulk apply: {data['bulk']['pairs']:,} peerings, ratio {b['ratio']:.2f}x")
+    return fig
+
+
+def _plot_pulumi(plt, data: dict, s: dict):
+    if not s["pulumi"]:
+        return None
+    keys = [k for k in s["pulumi"] if not k.startswith("destroy")]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    x = range(len(keys))
+    ax.bar([i - 0.2 for i in x], [s["pulumi"][k]["netpeer_s"] for k in keys], 0.4, label="netpeer")
+    ax.bar([i + 0.2 for i in x], [s["pulumi"][k]["noop_s"] for k in keys], 0.4, label="do-nothing")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(keys, rotation=20, fontsize=8)
+    ax.set_ylabel("seconds")
+    ax.set_title("pulumi: netpeer resources vs do-nothing resources")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _plot_shapes(plt, data: dict, s: dict):
+    if not s.get("shapes"):
+        return None
+    keys = list(s["shapes"])
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
+    colors = ["tab:blue" if k.startswith("lxd") else "tab:orange" for k in keys]
+    axes[0].bar(keys, [s["shapes"][k]["ping_p50_ms"] for k in keys], color=colors)
+    axes[0].set_title("bind → first ping, p50 (ms)", fontsize=9)
+    axes[1].bar(keys, [s["shapes"][k]["lflows"] / 1000 for k in keys], color=colors)
+    axes[1].set_title("logical flows (thousands)", fontsize=9)
+    for ax in axes:
+        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    fig.suptitle("LXD shape vs shared transit switch (raw ovn-nbctl)", fontsize=10)
+    return fig
+
+
+#: (file name, drawing function) of every plot.
+PLOTS = [("bind_latency.png", _plot_bind), ("time_to_traffic.png", _plot_traffic), ("growth.png", _plot_growth),
+         ("bulk.png", _plot_bulk), ("pulumi.png", _plot_pulumi), ("shapes.png", _plot_shapes)]
 
 
 def write(data: dict, out: Path) -> None:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 from bench.deploy import ROOT, ADMIN_TOKEN, Deployment, Topology, load_average, peering_name
 
@@ -114,7 +113,7 @@ class Pinger:
 
 
 def reachable(netns: str, address: str, timeout: float = 0.3) -> bool:
-    from netpeer.dev import netns as nsx
+    from netpeer_dev import netns as nsx
     return nsx.ping(netns, address, count=1, timeout=timeout)
 
 
@@ -232,11 +231,11 @@ def cli_latency(d: Deployment, topo: Topology, reps: int, free: tuple[int, int])
 # ------------------------------------------------------------------ one size
 
 def run_size(n: int, *, bind_samples: int, ttt_samples: int, lflow_pairs, cli_reps: int,
-             chassis: bool = True, extra_config: str = "") -> dict:
+             chassis: bool = True, settings: dict | None = None) -> dict:
     topo = Topology(n)
     lflow_pairs = lflow_pairs.get(n, 10 if n < 5000 else 0) if isinstance(lflow_pairs, dict) else lflow_pairs
     result: dict = {"networks": n, "bound_pairs": sum(1 for _ in topo.pairs()), "load_before": load_average()}
-    with Deployment(chassis=chassis, extra_config=extra_config) as d:
+    with Deployment(chassis=chassis, settings=settings) as d:
         log(f"{n} networks: starting OVN")
         d.start_ovn()
         log(f"{n} networks: seeding {result['bound_pairs']} Bound pairs")
@@ -250,9 +249,9 @@ def run_size(n: int, *, bind_samples: int, ttt_samples: int, lflow_pairs, cli_re
         result["memory_after_start_kib"] = {"netpeerd": d.netpeerd_rss(), "ovn": d.daemon_rss()}
         # What netpeerd costs at rest (the periodic repair sweep, every 30 s).
         idle = 35 if n >= 1000 else 5  # the sweep runs every 30 s
-        c0, t0 = cpu_seconds(d.proc.pid), time.monotonic()
+        c0, t0 = cpu_seconds(d.pid), time.monotonic()
         time.sleep(idle)
-        result["netpeerd_idle_cpu_pct"] = 100 * (cpu_seconds(d.proc.pid) - c0) / (time.monotonic() - t0)
+        result["netpeerd_idle_cpu_pct"] = 100 * (cpu_seconds(d.pid) - c0) / (time.monotonic() - t0)
 
         n_inst = 2 if chassis else 0
         pool = max(2, min(20, n // 3 - n_inst - lflow_pairs - 1))

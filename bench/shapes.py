@@ -21,8 +21,8 @@ import dataclasses
 import time
 import uuid
 
-from netpeer.core import dataplane
-from netpeer.core.dataplane import Parent, Row
+from netpeer.ovn import rows as dataplane
+from netpeer.ovn.rows import Parent, Row
 from netpeer.core.models import Network
 from netpeer.ovn import names
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import signal
@@ -31,6 +32,32 @@ class Config:
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
     log_level: str = "INFO"
+
+    def to_toml(self) -> str:
+        """The configuration file that ``load`` reads back as this Config."""
+        def q(value) -> str:
+            return json.dumps(str(value))  # a TOML basic string
+
+        lines = [f"listen = {q(self.listen)}", f"store = {q(self.store)}", f"ovn_nb = {q(self.ovn_nb)}"]
+        if self.admin_token_file is not None:
+            lines.append(f"admin_token_file = {q(self.admin_token_file)}")
+        lines += [f"owner = {q(self.owner)}",
+                  f"sweep_interval = {q(validate.format_duration(self.sweep_interval))}",
+                  f"ovn_timeout = {q(validate.format_duration(self.ovn_timeout))}",
+                  f"log_level = {q(self.log_level)}"]
+        tls = [(k, v) for k, v in (("cert", self.tls_cert), ("key", self.tls_key),
+                                   ("client_ca", self.tls_client_ca)) if v is not None]
+        if tls:
+            lines += ["[tls]"] + [f"{k} = {q(v)}" for k, v in tls]
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Writes the configuration file (0600: it names the admin token file)."""
+        path = Path(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.to_toml())
+        return path
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Config":
@@ -74,61 +101,64 @@ class Config:
             log_level=str(raw.get("log_level", "INFO")).upper())
 
 
-def serve(config: Config, ready: threading.Event | None = None, stop: threading.Event | None = None) -> int:
-    """Runs netpeerd until SIGTERM/SIGINT (or ``stop``). Returns an exit code."""
-    from netpeer.api.server import build_server
-    from netpeer.ovn.backend import OvnBackend
-    from netpeer.service import Service
-    from netpeer.store.sqlite import SqliteStore
+class Daemon:
+    """netpeerd in this process: store, OVN backend, service, gRPC server and
+    the reconciler's sweep thread. ``serve`` runs one until a signal; tests
+    start one in-process (``service_factory`` lets them wrap the Service)."""
 
+    def __init__(self, config: Config, service_factory=None, workers: int = 16):
+        from netpeer.api.server import build_server
+        from netpeer.ovn.backend import OvnBackend
+        from netpeer.service import Service
+        from netpeer.store.sqlite import SqliteStore
+
+        if (config.tls_cert is None) != (config.tls_key is None):
+            raise InvalidArgument.for_field("tls", "cert/key", "needs both cert and key")
+        self.config = config
+        self.store = SqliteStore(config.store)
+        self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds())
+        self.service = (service_factory or Service)(self.store, self.backend, owner=config.owner)
+        if config.admin_token_file is not None:
+            self.service.bootstrap_admin(config.admin_token_file.read_text().strip())
+        self.server, self.port = build_server(
+            self.service, config.listen,
+            tls_cert=config.tls_cert.read_bytes() if config.tls_cert else None,
+            tls_key=config.tls_key.read_bytes() if config.tls_key else None,
+            client_ca=config.tls_client_ca.read_bytes() if config.tls_client_ca else None, workers=workers)
+        self.stopping = threading.Event()
+        self._sweeper = threading.Thread(target=self.service.reconciler.run, name="sweeper", daemon=True,
+                                         args=(self.stopping, config.sweep_interval.total_seconds()))
+
+    def start(self) -> "Daemon":
+        self.server.start()
+        LOG.info("netpeerd listening on %s%s (OVN NB %s, store %s)", self.config.listen,
+                 f" port {self.port}" if self.port and not self.config.listen.startswith("unix:") else "",
+                 self.config.ovn_nb, self.config.store)
+        self._sweeper.start()
+        return self
+
+    def stop(self, grace: float = 2.0) -> None:
+        self.stopping.set()
+        self.server.stop(grace=grace).wait()
+        self._sweeper.join(timeout=5)
+        self.backend.close()
+        self.store.close()
+        LOG.info("netpeerd stopped")
+
+
+def serve(config: Config) -> int:
+    """Runs netpeerd until SIGTERM/SIGINT. Returns an exit code."""
     logging.basicConfig(level=config.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if (config.tls_cert is None) != (config.tls_key is None):
-        raise InvalidArgument.for_field("tls", "cert/key", "needs both cert and key")
-    store = SqliteStore(config.store)
-    backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds())
-    service = Service(store, backend, owner=config.owner)
-    if config.admin_token_file is not None:
-        service.bootstrap_admin(config.admin_token_file.read_text().strip())
-    server, port = build_server(
-        service, config.listen,
-        tls_cert=config.tls_cert.read_bytes() if config.tls_cert else None,
-        tls_key=config.tls_key.read_bytes() if config.tls_key else None,
-        client_ca=config.tls_client_ca.read_bytes() if config.tls_client_ca else None)
-    stop = stop or threading.Event()
+    daemon = Daemon(config)
 
     def on_signal(signum, frame):
         LOG.info("signal %d: shutting down", signum)
-        stop.set()
+        daemon.stopping.set()
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-
-    def sweeper():
-        # Repair at start: a crash between an OVN commit and a store commit
-        # leaves rows the store does not know; they go here.
-        first = True
-        while not stop.is_set():
-            if backend.connected:
-                report = service.sweep()
-                if first or report.expired or report.repaired_rows or report.errors:
-                    LOG.info("sweep: %d expired, %d OVN rows repaired, %d errors",
-                             report.expired, report.repaired_rows, report.errors)
-                first = False
-            stop.wait(config.sweep_interval.total_seconds() if not first else 0.2)
-
-    server.start()
-    LOG.info("netpeerd listening on %s%s (OVN NB %s, store %s)", config.listen,
-             f" port {port}" if port and not config.listen.startswith("unix:") else "", config.ovn_nb, config.store)
-    thread = threading.Thread(target=sweeper, name="sweeper", daemon=True)
-    thread.start()
-    if ready is not None:
-        ready.set()
-    stop.wait()
-    server.stop(grace=2).wait()
-    thread.join(timeout=5)
-    backend.close()
-    store.close()
-    LOG.info("netpeerd stopped")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    daemon.start()
+    daemon.stopping.wait()
+    daemon.stop()
     return 0

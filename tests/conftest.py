@@ -1,99 +1,106 @@
-"""Shared fixtures: real OVN daemons in a private temp directory, and a real
-netpeerd (service + store + OVN backend + gRPC server on a unix socket).
+"""The fixtures of the whole suite: real OVN daemons in private temp
+directories, a real netpeerd, the real ``pulumi`` CLI. Helpers that are not
+fixtures are in tests/support.py.
 
-Nothing here is mocked. A missing OVN package fails the test loudly: the
-suite is meant to run where ``scripts/setup.sh`` has installed it.
+Every fixture undoes what it made, even when the test fails: daemons are
+stopped by their own pid, namespaces and temp dirs removed. A missing
+component fails the test loudly; nothing here skips.
+Set NETPEER_KEEP_STATE=1 to keep the state directories (and logs).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import os
 import shutil
-import tempfile
-import threading
+import subprocess
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from netpeer.api.client import Client
-from netpeer.api.server import build_server
-from netpeer.ovn.backend import OvnBackend
-from netpeer.ovn.daemons import OvnDaemons
-from netpeer.service import Service
-from netpeer.store.sqlite import SqliteStore
-
-ADMIN_TOKEN = "np_admin_" + "a" * 40
-
-
-def short_tmpdir() -> Path:
-    """Unix socket paths must stay under 108 bytes: pytest's tmp_path is too long."""
-    return Path(tempfile.mkdtemp(prefix="np-", dir="/tmp"))
+from netpeer_dev.daemons import OvnDaemons
+from tests.support import ROOT, Instances, Netpeerd, Stack, require_ovn, short_tmpdir, start_netpeerd
 
 
 @pytest.fixture
-def state_dir():
+def state_dir() -> Iterator[Path]:
+    """A fresh, short state directory (``/tmp/np-XXXXXXXX``), removed afterwards."""
     d = short_tmpdir()
     yield d
-    shutil.rmtree(d, ignore_errors=True)
+    if os.environ.get("NETPEER_KEEP_STATE") != "1":
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
-def ovn(state_dir):
+def ovn_daemons(state_dir: Path) -> Iterator[OvnDaemons]:
+    """An OvnDaemons on a fresh state dir, not started; stopped afterwards whatever the test did."""
+    require_ovn()
     daemons = OvnDaemons(state_dir / "ovn")
     try:
-        daemons.start()
         yield daemons
     finally:
         daemons.stop()
 
 
-@dataclasses.dataclass
-class Netpeerd:
-    """A real netpeerd in this process."""
-
-    ovn: OvnDaemons
-    service: Service
-    backend: OvnBackend
-    store: SqliteStore
-    endpoint: str
-    socket: Path
-
-    def client(self, token: str = ADMIN_TOKEN) -> Client:
-        return Client(self.endpoint, token, timeout=30)
-
-    def token(self, *namespaces: str) -> str:
-        with self.client() as c:
-            return c.create_token(list(namespaces))["token"]
-
-    def tenant(self, namespace: str) -> Client:
-        return self.client(self.token(namespace))
-
-    def owned_rows(self) -> dict[str, list[dict]]:
-        return self.backend.owned_rows()
-
-
-def start_netpeerd(ovn: OvnDaemons, directory: Path) -> tuple[Netpeerd, callable]:
-    store = SqliteStore(directory / "netpeer.db")
-    backend = OvnBackend(ovn.nb_remote, owner="netpeer", timeout=10)
-    assert backend.wait_connected(30), "netpeerd could not connect to the OVN NB database"
-    service = Service(store, backend)
-    service.bootstrap_admin(ADMIN_TOKEN)
-    socket = directory / "netpeer.sock"
-    server, _ = build_server(service, f"unix://{socket}")
-    server.start()
-
-    def stop():
-        server.stop(grace=1).wait()
-        backend.close()
-        store.close()
-
-    return Netpeerd(ovn, service, backend, store, f"unix://{socket}", socket), stop
+@pytest.fixture
+def ovn(ovn_daemons: OvnDaemons) -> OvnDaemons:
+    """Running NB + SB + ovn-northd."""
+    ovn_daemons.start()
+    return ovn_daemons
 
 
 @pytest.fixture
-def netpeerd(ovn, state_dir):
-    daemon, stop = start_netpeerd(ovn, state_dir)
+def ovn_chassis(ovn_daemons: OvnDaemons) -> OvnDaemons:
+    """Running central plus a chassis (ovs-vswitchd userspace datapath, ovn-controller)."""
+    require_ovn(chassis=True)
+    ovn_daemons.start(chassis=True)
+    return ovn_daemons
+
+
+@pytest.fixture
+def instances(ovn_chassis: OvnDaemons) -> Iterator[Instances]:
+    """Factory for raw instances (namespaces on br-int); deleted before the daemons stop."""
+    factory = Instances(ovn_chassis)
+    try:
+        yield factory
+    finally:
+        factory.cleanup()
+
+
+@pytest.fixture
+def netpeerd(ovn: OvnDaemons, state_dir: Path) -> Iterator[Netpeerd]:
+    """A real netpeerd in this process: store, OVN backend, service, gRPC on a unix socket."""
+    daemon = start_netpeerd(ovn, state_dir)
     try:
         yield daemon
     finally:
-        stop()
+        daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def pulumi_bin() -> Path:
+    """Builds (first time) or finds the cached CLI. No CLI is a failure, never a skip."""
+    out = subprocess.run(["bash", str(ROOT / "scripts/install-pulumi.sh")], capture_output=True, text=True,
+                         timeout=1800)
+    assert out.returncode == 0, f"the Pulumi CLI is not available: {out.stderr.strip().splitlines()[-1:]}"
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def stacks(netpeerd: Netpeerd, pulumi_bin: Path, state_dir: Path):
+    """A factory of example stacks configured against netpeerd."""
+    backend, home = state_dir / "backend", state_dir / "pulumi-home"
+    backend.mkdir()
+    home.mkdir()
+    made: list[Stack] = []
+
+    def make(example: str, token: str, name: str = "dev") -> Stack:
+        s = Stack(example, state_dir, pulumi_bin, backend, home, name)
+        s.config("netpeer:endpoint", netpeerd.endpoint)
+        s.config("netpeer:token", token, secret=True)
+        made.append(s)
+        return s
+
+    yield make
+    for s in reversed(made):  # leave nothing behind in the service
+        s.run("destroy", "--yes", check=False)

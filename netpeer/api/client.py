@@ -86,6 +86,7 @@ class Client:
         self._channel = channel(endpoint, ca_cert, client_cert, client_key)
         self._net = pb_grpc.NetworkServiceStub(self._channel)
         self._tok = pb_grpc.TokenServiceStub(self._channel)
+        self._status = pb_grpc.StatusServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self.timeout = timeout
 
@@ -115,6 +116,19 @@ class Client:
     def create_token(self, namespaces: list[str], description: str = "") -> dict[str, Any]:
         r = self._call(self._tok.CreateToken, pb.CreateTokenRequest(namespaces=namespaces, description=description))
         return {"token": r.token, "token_id": r.token_id, "namespaces": list(r.namespaces)}
+
+    # status
+    def status(self) -> dict[str, Any]:
+        """The server's status (admin): dataplane connection and sweeps."""
+        s = self._call(self._status.GetStatus, pb.GetStatusRequest())
+
+        def report(r):
+            return {"expired": r.expired, "repaired_rows": r.repaired_rows, "errors": r.errors}
+        return {"version": s.version, "dataplane_connected": s.dataplane_connected, "sweeps": s.sweeps,
+                "last_sweep": report(s.last_sweep) if s.HasField("last_sweep") else None,
+                "last_sweep_start_time": _time(s, "last_sweep_start_time"),
+                "last_sweep_end_time": _time(s, "last_sweep_end_time"),
+                "sweep_totals": report(s.sweep_totals)}
 
     # networks
     def create_network(self, namespace: str, name: str, subnets: list[str], routes: list[str] = (),

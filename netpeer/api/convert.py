@@ -11,7 +11,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from netpeer.core.models import Network, Peering, Phase, Route
 from netpeer.core.validate import TTL_MAX, TTL_MIN, format_duration
 from netpeer.errors import InvalidArgument
-from netpeer.service import NetworkView
+from netpeer.service import NetworkView, ServerStatus
 from netpeer.v1 import netpeer_pb2 as pb
 
 _PHASES = {Phase.PENDING: pb.PENDING, Phase.BOUND: pb.BOUND, Phase.FAILED: pb.FAILED}
@@ -127,3 +127,16 @@ def page_size(value: int) -> int:
     if value < 0:
         raise InvalidArgument.for_field("page_size", value, "must not be negative")
     return min(value or 100, 1000)
+
+
+def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
+    def report(r) -> pb.SweepReport:
+        return pb.SweepReport(expired=r.expired, repaired_rows=r.repaired_rows, errors=r.errors)
+    sweeps = status.sweeps
+    out = pb.ServerStatus(version=status.version, dataplane_connected=status.dataplane_connected,
+                          sweeps=sweeps.sweeps, sweep_totals=report(sweeps.totals))
+    if sweeps.last is not None:
+        out.last_sweep.CopyFrom(report(sweeps.last))
+        out.last_sweep_start_time.CopyFrom(ts(sweeps.last_started))
+        out.last_sweep_end_time.CopyFrom(ts(sweeps.last_finished))
+    return out

@@ -166,6 +166,17 @@ class TokenServicer(pb_grpc.TokenServiceServicer):
         return pb.Caller(token_id=caller.token_id, namespaces=sorted(caller.namespaces), admin=caller.admin)
 
 
+class StatusServicer(pb_grpc.StatusServiceServicer):
+    def __init__(self, service: Service):
+        self.service = service
+
+    @rpc
+    def GetStatus(self, request, context, caller: Caller):
+        if not caller.admin:
+            raise errors.PermissionDenied("only an admin token may read the server status")
+        return convert.status_to_pb(self.service.status())
+
+
 def is_local_address(address: str) -> bool:
     """Unix sockets and loopback listeners may run without TLS."""
     if address.startswith("unix:"):
@@ -184,13 +195,15 @@ def build_server(service: Service, address: str, *, tls_cert: bytes | None = Non
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"))
     pb_grpc.add_NetworkServiceServicer_to_server(NetworkServicer(service), server)
     pb_grpc.add_TokenServiceServicer_to_server(TokenServicer(service), server)
+    pb_grpc.add_StatusServiceServicer_to_server(StatusServicer(service), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in ("", "netpeer.v1.NetworkService", "netpeer.v1.TokenService"):
+    for name in ("", "netpeer.v1.NetworkService", "netpeer.v1.TokenService", "netpeer.v1.StatusService"):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     reflection.enable_server_reflection((
         pb.DESCRIPTOR.services_by_name["NetworkService"].full_name,
         pb.DESCRIPTOR.services_by_name["TokenService"].full_name,
+        pb.DESCRIPTOR.services_by_name["StatusService"].full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
         reflection.SERVICE_NAME), server)
     if tls_cert is not None:

@@ -45,11 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = sub.add_parser("dev", help="a local stack: OVN + netpeerd in a state directory").add_subparsers(
         dest="action", required=True, parser_class=_Parser)
-    from netpeer.cli import dev as dev_cmds
-    dev_cmds.add_parsers(dev, g)
+    try:  # the dev tools are a package of their own (netpeer_dev); the service never imports them
+        from netpeer_dev import cli as dev_cmds
+    except ImportError:
+        pass
+    else:
+        dev_cmds.add_parsers(dev, g)
 
     sv = sub.add_parser("serve", parents=[g], help="run netpeerd")
     sv.add_argument("--config", required=True, help="TOML configuration file")
+
+    sub.add_parser("status", parents=[g], help="the server's status: OVN connection, sweeps (admin only)")
 
     tok = sub.add_parser("token", help="credentials").add_subparsers(dest="action", required=True, parser_class=_Parser)
     # A private copy of the global options: "resolve" edits the actions it shadows.
@@ -150,11 +156,14 @@ def run(args: argparse.Namespace) -> int:
     ctx = Context(args)
     cmd, action = args.command, getattr(args, "action", None)
     if cmd == "dev":
-        from netpeer.cli import dev as dev_cmds
+        from netpeer_dev import cli as dev_cmds
         return dev_cmds.run(ctx, args)
     if cmd == "serve":
         from netpeer.daemon import Config, serve
         return serve(Config.load(args.config))
+    if cmd == "status":
+        output.emit(ctx.client.status(), ctx.output, output.status_detail)
+        return 0
     if cmd == "token":
         if action == "create":
             r = ctx.client.create_token(args.token_namespaces, args.description)

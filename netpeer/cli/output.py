@@ -60,3 +60,17 @@ def network_detail(n: dict) -> str:
         f"since {p['last_phase_transition_time']}" for p in n["peerings"]]
     lines += ["peered_networks:"] + [f"  - {x['namespace']}/{x['name']} ({x['uid']})" for x in n["peered_networks"]]
     return "\n".join(lines)
+
+
+def status_detail(s: dict) -> str:
+    def report(r: dict | None) -> str:
+        if not r:
+            return "none yet"
+        return f"{r['expired']} expired, {r['repaired_rows']} OVN rows repaired, {r['errors']} errors"
+    return "\n".join([
+        f"version:     {s['version']}",
+        f"dataplane:   {'connected' if s['dataplane_connected'] else 'UNREACHABLE'}",
+        f"sweeps:      {s['sweeps']} since start",
+        f"last sweep:  {report(s['last_sweep'])}"
+        + (f" ({s['last_sweep_start_time']} .. {s['last_sweep_end_time']})" if s["last_sweep"] else ""),
+        f"all sweeps:  {report(s['sweep_totals'])}"])

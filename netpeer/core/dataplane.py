@@ -1,163 +1,77 @@
-"""The OVN northbound rows a network and its Bound peers should produce.
+"""What the service asks of a dataplane, in the core's own terms.
 
-This is LXD's proven shape (LX008): per network one Logical_Router and one
-Logical_Switch joined by a router port carrying each subnet's gateway; per
-Bound peer, a router port with the router's LAN MAC and gateway as /32 or
-/128 whose ``peer`` is the remote router's matching port, one static route
-per remote prefix through it, and anti-spoofing router policies matching on
-address sets of each network's prefixes.
-
-Pure: the result is plain data that ``netpeer.ovn.backend`` writes.
+The core knows networks, peerings and consent. What a network and the
+networks it is Bound to look like in a dataplane (OVN's tables, names and
+match syntax) belongs to the dataplane's own package: ``netpeer.ovn`` maps a
+``NetworkState`` to northbound rows; an in-memory dataplane
+(``netpeer.service.memory``) keeps the states as they are, for fast tests.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
-
-import netaddr
+from typing import Iterable, Mapping, Protocol
 
 from netpeer.core.models import Network
-from netpeer.core.validate import gateway
-from netpeer.ovn import names
-
-# Router policy priorities (OVN allows 0-32767). Higher wins; one stage.
-PRIO_ALLOW_IN = 2000   # from the peer, from its prefixes, to ours
-PRIO_DROP_IN = 1990    # anything else arriving on the peer port
-PRIO_ALLOW_OUT = 1980  # to the peer's prefixes, from ours
-PRIO_DROP_OUT = 1970   # to the peer's prefixes from any other source (spoofed)
 
 
 @dataclasses.dataclass(frozen=True)
-class Parent:
-    """Where a child row hangs: ``table`` row named ``name``, in ``column``."""
+class NetworkState:
+    """One network as the dataplane should show it: the network and the
+    networks it is Bound to (in a stable order)."""
 
-    table: str
-    name: str
-    column: str
+    network: Network
+    peers: tuple[Network, ...] = ()
+
+    @property
+    def uid(self) -> str:
+        return self.network.uid
+
+
+#: uid -> the state a network should have, or None: the network is gone and
+#: everything the dataplane holds for it goes too.
+Desired = Mapping[str, "NetworkState | None"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Row:
-    """One desired OVN NB row. ``ident`` is unique within an owner and is
-    stored in ``external_ids`` (``netpeer:id``); the backend finds, compares
-    and repairs rows by it. ``columns`` excludes ``external_ids``."""
+class SyncReport:
+    """What a sync changed, in dataplane rows (or objects)."""
 
-    table: str
-    ident: str
-    kind: str
-    columns: Mapping[str, object]
-    external_ids: Mapping[str, str]
-    parent: Parent | None = None
+    created: int = 0
+    updated: int = 0
+    deleted: int = 0
 
+    @property
+    def changed(self) -> int:
+        return self.created + self.updated + self.deleted
 
-def _gateways(network: Network) -> list[netaddr.IPNetwork]:
-    """The router's address on each subnet, with the subnet's length."""
-    out = []
-    for s in network.subnets:
-        net = netaddr.IPNetwork(s)
-        out.append(netaddr.IPNetwork(f"{gateway(net)}/{net.prefixlen}"))
-    return out
+    def __add__(self, other: "SyncReport") -> "SyncReport":
+        return SyncReport(self.created + other.created, self.updated + other.updated,
+                          self.deleted + other.deleted)
 
 
-def first_gateway(network: Network, version: int) -> str | None:
-    for g in _gateways(network):
-        if g.version == version:
-            return str(g.ip)
-    return None
+class Dataplane(Protocol):
+    """A dataplane the service programs. Every method raises
+    ``netpeer.errors.Unavailable`` when the dataplane cannot be reached and
+    ``FailedPrecondition`` when it refuses a change; nothing else escapes."""
 
+    @property
+    def connected(self) -> bool:
+        """Whether the dataplane can be reached now."""
 
-def _families(network: Network) -> set[int]:
-    return {p.version for p in network.prefixes}
+    def sync(self, desired: Desired) -> SyncReport:
+        """One transaction that makes these networks look as desired; other
+        networks are left alone. Idempotent."""
 
+    def drifted(self, desired: Desired) -> set[str]:
+        """The uids of ``desired`` whose dataplane differs; changes nothing."""
 
-def _sources(network: Network, version: int) -> list[str]:
-    return [str(p) for p in network.prefixes if p.version == version]
+    def has_strays(self, keep: Iterable[str]) -> bool:
+        """Whether the dataplane holds anything of ours that belongs to no
+        network of ``keep`` (left by a crash, or renamed by hand); changes nothing."""
 
+    def remove_strays(self, keep: Iterable[str]) -> SyncReport:
+        """One transaction that removes everything ``has_strays`` would find."""
 
-def network_rows(owner: str, network: Network, peers: list[Network]) -> list[Row]:
-    """Every row of ``network``, given the networks it is Bound to."""
-    uid = network.uid
-    lr, ls = names.router(uid), names.switch(uid)
-    mac = names.router_mac(uid)
-
-    def tags(kind: str, ident: str, **extra: str) -> dict[str, str]:
-        t = {names.OWNER: owner, names.KIND: kind, names.ID: ident,
-             names.NETWORK: uid, names.NAMESPACE: network.namespace,
-             names.DISPLAY: f"{network.namespace}/{network.name}"}
-        t.update(extra)
-        return t
-
-    rows = [
-        Row("Logical_Router", f"lr/{uid}", "router", {"name": lr}, tags("router", f"lr/{uid}")),
-        Row("Logical_Switch", f"ls/{uid}", "switch", {"name": ls}, tags("switch", f"ls/{uid}")),
-        Row("Logical_Router_Port", f"lrp/{uid}", "lan-port",
-            {"name": names.lan_router_port(uid), "mac": mac,
-             "networks": sorted(str(g) for g in _gateways(network))},
-            tags("lan-port", f"lrp/{uid}"), Parent("Logical_Router", lr, "ports")),
-        Row("Logical_Switch_Port", f"lsp/{uid}", "lan-port",
-            {"name": names.lan_switch_port(uid), "type": "router", "addresses": ["router"],
-             "options": {"router-port": names.lan_router_port(uid)}},
-            tags("lan-port", f"lsp/{uid}"), Parent("Logical_Switch", ls, "ports")),
-    ]
-    for version in sorted(_families(network)):
-        ident = f"as/{uid}/{version}"
-        rows.append(Row("Address_Set", ident, "address-set",
-                        {"name": names.address_set(uid, version),
-                         "addresses": _sources(network, version)},
-                        tags("address-set", ident)))
-    for r in network.routes:
-        if r.next_hop:
-            ident = f"route/{uid}/internal/{r.prefix}"
-            rows.append(Row("Logical_Router_Static_Route", ident, "route",
-                            {"ip_prefix": r.prefix, "nexthop": r.next_hop},
-                            tags("route", ident), Parent("Logical_Router", lr, "static_routes")))
-    for peer in sorted(peers, key=lambda n: n.uid):
-        rows.extend(_peer_rows(network, peer, mac, tags))
-    return rows
-
-
-def _peer_rows(network: Network, peer: Network, mac: str, tags) -> list[Row]:
-    uid, puid = network.uid, peer.uid
-    lr = names.router(uid)
-    port = names.peer_router_port(uid, puid)
-    rows = []
-    host_len = {4: 32, 6: 128}
-    ident = f"peer-port/{uid}/{puid}"
-    rows.append(Row("Logical_Router_Port", ident, "peer-port",
-                    {"name": port, "mac": mac,
-                     "networks": sorted(f"{g.ip}/{host_len[g.version]}" for g in _gateways(network)),
-                     "peer": [names.peer_router_port(puid, uid)]},
-                    tags("peer-port", ident, **{names.PEER: puid}),
-                    Parent("Logical_Router", lr, "ports")))
-    local_families = {g.version for g in _gateways(network)}
-    for prefix in peer.prefixes:
-        hop = first_gateway(peer, prefix.version)
-        if hop is None or prefix.version not in local_families:
-            continue  # no address of that family on the link: nothing can use it
-        ident = f"route/{uid}/{puid}/{prefix}"
-        rows.append(Row("Logical_Router_Static_Route", ident, "route",
-                        {"ip_prefix": str(prefix), "nexthop": hop, "output_port": [port]},
-                        tags("route", ident, **{names.PEER: puid}),
-                        Parent("Logical_Router", lr, "static_routes")))
-    both = sorted(_families(network) & _families(peer))
-    into = [f"ip{v}.src == ${names.address_set(puid, v)} && ip{v}.dst == ${names.address_set(uid, v)}"
-            for v in both]
-    out_ok = [f"ip{v}.dst == ${names.address_set(puid, v)} && ip{v}.src == ${names.address_set(uid, v)}"
-              for v in both]
-    out_any = [f"ip{v}.dst == ${names.address_set(puid, v)}" for v in sorted(_families(peer))]
-    policies = [("allow-in", PRIO_ALLOW_IN, f'inport == "{port}" && ({" || ".join(f"({m})" for m in into)})', "allow")
-                if into else None,
-                ("drop-in", PRIO_DROP_IN, f'inport == "{port}"', "drop"),
-                ("allow-out", PRIO_ALLOW_OUT, " || ".join(f"({m})" for m in out_ok), "allow") if out_ok else None,
-                ("drop-out", PRIO_DROP_OUT, " || ".join(out_any), "drop") if out_any else None]
-    for item in policies:
-        if item is None:
-            continue
-        what, prio, match, action = item
-        ident = f"policy/{uid}/{puid}/{what}"
-        rows.append(Row("Logical_Router_Policy", ident, "policy",
-                        {"priority": prio, "match": match, "action": action},
-                        tags("policy", ident, **{names.PEER: puid}),
-                        Parent("Logical_Router", lr, "policies")))
-    return rows
+    def close(self) -> None:
+        """Releases the connection."""

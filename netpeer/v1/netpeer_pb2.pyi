@@ -253,3 +253,35 @@ class Caller(_message.Message):
     namespaces: _containers.RepeatedScalarFieldContainer[str]
     admin: bool
     def __init__(self, token_id: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., admin: _Optional[bool] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SweepReport(_message.Message):
+    __slots__ = ("expired", "repaired_rows", "errors")
+    EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    REPAIRED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    expired: int
+    repaired_rows: int
+    errors: int
+    def __init__(self, expired: _Optional[int] = ..., repaired_rows: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
+
+class ServerStatus(_message.Message):
+    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DATAPLANE_CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    SWEEPS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SWEEP_FIELD_NUMBER: _ClassVar[int]
+    LAST_SWEEP_START_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_SWEEP_END_TIME_FIELD_NUMBER: _ClassVar[int]
+    SWEEP_TOTALS_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    dataplane_connected: bool
+    sweeps: int
+    last_sweep: SweepReport
+    last_sweep_start_time: _timestamp_pb2.Timestamp
+    last_sweep_end_time: _timestamp_pb2.Timestamp
+    sweep_totals: SweepReport
+    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ...) -> None: ...

@@ -613,3 +613,80 @@ class TokenService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class StatusServiceStub:
+    """How the server is doing. Admin only: the figures cover every namespace.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.GetStatus = channel.unary_unary(
+                '/netpeer.v1.StatusService/GetStatus',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.GetStatusRequest.SerializeToString,
+                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.ServerStatus.FromString,
+                _registered_method=True)
+
+
+class StatusServiceServicer:
+    """How the server is doing. Admin only: the figures cover every namespace.
+    """
+
+    def GetStatus(self, request, context):
+        """The server's connection to the dataplane and what its sweeps (TTL
+        expiry and repair of hand-edited OVN rows) have done since it started.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_StatusServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'GetStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStatus,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.GetStatusRequest.FromString,
+                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.ServerStatus.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'netpeer.v1.StatusService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('netpeer.v1.StatusService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class StatusService:
+    """How the server is doing. Admin only: the figures cover every namespace.
+    """
+
+    @staticmethod
+    def GetStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netpeer.v1.StatusService/GetStatus',
+            netpeer_dot_v1_dot_netpeer__pb2.GetStatusRequest.SerializeToString,
+            netpeer_dot_v1_dot_netpeer__pb2.ServerStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

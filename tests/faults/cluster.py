@@ -52,7 +52,7 @@ def _bin(name: str) -> str:
     return path
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """True when ``pid`` exists and is not a zombie (detached daemons are
     reparented to an init that may reap them late)."""
     try:
@@ -82,7 +82,7 @@ class Proc:
             pid = int(self.pidfile.read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
-        if pid > 0 and _alive(pid) and f"--pidfile={self.pidfile}" in _cmdline(pid):
+        if pid > 0 and alive(pid) and f"--pidfile={self.pidfile}" in _cmdline(pid):
             return pid
         return None
 
@@ -97,7 +97,7 @@ class Proc:
         except ProcessLookupError:
             return pid
         deadline = time.monotonic() + timeout
-        while _alive(pid):
+        while alive(pid):
             if time.monotonic() > deadline:
                 raise ClusterError(f"{self.name} (pid {pid}) still alive {timeout:.0f}s after signal {sig!r}")
             time.sleep(0.01)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.faults.cluster import OvnCluster
-from tests.faults.harness import NetpeerdProcess
+from netpeer_dev.process import NetpeerdProcess
+from tests.support import netpeerd_process
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def netpeerd_factory(state_dir):
     made: list[NetpeerdProcess] = []
 
     def make(ovn_nb: str, name: str = "netpeerd", **kwargs) -> NetpeerdProcess:
-        daemon = NetpeerdProcess(Path(state_dir) / name, ovn_nb, **kwargs)
+        daemon = netpeerd_process(Path(state_dir) / name, ovn_nb, **kwargs)
         made.append(daemon)
         return daemon
 

@@ -1,4 +1,5 @@
-"""What the fault tests share: netpeerd as a real process, a model-based
+"""What the fault tests share: netpeerd as a real process
+(``netpeer_dev.process.NetpeerdProcess``), a model-based
 workload over several tenants, and the checks that the store matches what
 was acknowledged and that OVN matches the store.
 
@@ -17,127 +18,28 @@ import dataclasses
 import json
 import os
 import random
-import re
-import signal
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import netaddr
 
-from netpeer import errors
 from netpeer.api.client import Client
-from netpeer.core import consent, dataplane
+from netpeer.core import consent
+from netpeer.ovn import rows as dataplane
 from netpeer.core.models import NetworkKey, PeeringKey, Phase
 from netpeer.ovn import names
 from netpeer.store.base import Transaction, iter_all_networks
+from netpeer_dev.process import NetpeerdProcess
 
-ADMIN_TOKEN = "np_admin_" + "f" * 40
 OWNER = "netpeer"
-SWEEP_LINE = re.compile(r"netpeerd: sweep: (\d+) expired, (\d+) OVN rows repaired, (\d+) errors")
 
 
 # --------------------------------------------------------------------- netpeerd
-class NetpeerdProcess:
-    """``python -m netpeer.cli.main serve --config FILE`` as a child process,
-    so it can be killed with SIGKILL. Only this child's pid is ever signalled."""
-
-    def __init__(self, directory: Path, ovn_nb: str, *, ovn_timeout: str = "10s",
-                 sweep_interval: str = "30s", log_level: str = "INFO"):
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.socket = directory / "netpeer.sock"
-        self.endpoint = f"unix://{self.socket}"
-        self.store_path = directory / "netpeer.db"
-        self.log = directory / "netpeerd.log"
-        (directory / "admin.token").write_text(ADMIN_TOKEN + "\n")
-        self.config = directory / "netpeerd.toml"
-        self.config.write_text(
-            f'listen = "unix://{self.socket}"\nstore = "{self.store_path}"\n'
-            f'ovn_nb = "{ovn_nb}"\nadmin_token_file = "{directory / "admin.token"}"\n'
-            f'sweep_interval = "{sweep_interval}"\novn_timeout = "{ovn_timeout}"\n'
-            f'log_level = "{log_level}"\n')
-        self.proc: subprocess.Popen | None = None
-
-    def spawn(self) -> None:
-        assert self.proc is None or self.proc.poll() is not None, "netpeerd is already running"
-        self.socket.unlink(missing_ok=True)
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "netpeer.cli.main", "serve", "--config", str(self.config)],
-                stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[2])
-
-    def wait_serving(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"netpeerd exited with {self.proc.returncode}: {self.tail()}")
-            try:
-                with Client(self.endpoint, ADMIN_TOKEN, timeout=2) as c:
-                    c.caller()
-                return
-            except errors.NetpeerError:
-                time.sleep(0.02)
-        raise AssertionError(f"netpeerd did not come up within {timeout:.0f}s: {self.tail()}")
-
-    def start(self) -> None:
-        self.spawn()
-        self.wait_serving()
-
-    def sweeps(self) -> list[tuple[int, int, int]]:
-        """(expired, repaired rows, errors) of every logged sweep so far."""
-        try:
-            text = self.log.read_text(errors="replace")
-        except FileNotFoundError:
-            return []
-        return [tuple(int(x) for x in m.groups()) for m in SWEEP_LINE.finditer(text)]
-
-    def wait_sweep(self, after: int, timeout: float = 60.0) -> tuple[int, int, int]:
-        """Wait for sweep number ``after + 1`` (counting from the log's
-        start); the first sweep of a process runs as soon as OVN answers."""
-        deadline = time.monotonic() + timeout
-        while True:
-            done = self.sweeps()
-            if len(done) > after:
-                return done[after]
-            if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"netpeerd exited with {self.proc.returncode}: {self.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"netpeerd did not sweep within {timeout:.0f}s: {self.tail()}")
-            time.sleep(0.01)
-
-    def kill9(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def assert_no_internal_errors(self) -> None:
-        """The log shows no unexpected exception (an INTERNAL answer is
-        logged as "internal error in ..." with its traceback)."""
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        bad = [line for line in text.splitlines() if "internal error" in line or "Traceback" in line]
-        assert not bad, f"netpeerd logged unexpected errors: {bad[:5]}\n{self.tail()}"
-
-    def tail(self, chars: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-chars:]
-        except FileNotFoundError:
-            return "(no log)"
-
-    def tokens(self, namespaces: list[str]) -> dict[str, str]:
-        with Client(self.endpoint, ADMIN_TOKEN, timeout=30) as admin:
-            return {ns: admin.create_token([ns])["token"] for ns in namespaces}
+def tokens(daemon: NetpeerdProcess, namespaces: list[str]) -> dict[str, str]:
+    """A token per namespace, minted with the daemon's admin token."""
+    with Client(daemon.endpoint, daemon.admin_token, timeout=30) as admin:
+        return {ns: admin.create_token([ns])["token"] for ns in namespaces}
 
 
 # --------------------------------------------------------------------- model

@@ -34,6 +34,7 @@ from netpeer.api.client import Client
 from netpeer.ovn.backend import OvnBackend
 from netpeer.service import Service
 from netpeer.store.sqlite import SqliteStore
+from tests.faults import harness
 from tests.faults.harness import Model, Op, publish, summary, wait_ovn_matches_store
 
 pytestmark = pytest.mark.slow
@@ -95,11 +96,11 @@ def test_kill9_at_random_points_loses_nothing(ovn, netpeerd_factory, request):
     daemon = netpeerd_factory(ovn.nb_remote, sweep_interval="30s")
     daemon.start()
     daemon.wait_sweep(0)
-    tokens = daemon.tokens(TENANTS)
+    tokens = harness.tokens(daemon, TENANTS)
     model = Model(TENANTS, seed=SEED)
     kill_points = sorted(rnd.sample(range(1, TOTAL_OPS + 1), KILLS))
 
-    store = SqliteStore(daemon.store_path)
+    store = SqliteStore(daemon.config.store)
     checker = OvnBackend(ovn.nb_remote)
     assert checker.wait_connected(30), "the checker cannot reach OVN NB"
     latencies: list[float] = []
@@ -133,11 +134,11 @@ def test_kill9_at_random_points_loses_nothing(ovn, netpeerd_factory, request):
                 break      # the workload finished; final check below
 
             kills += 1
-            before = len(daemon.sweeps())
             daemon.spawn()
-            daemon.wait_serving()
+            daemon.wait_ready()
             to_serving.append(time.monotonic() - t_kill)
-            _, repaired, sweep_errors = daemon.wait_sweep(before)
+            first = daemon.wait_sweep(0)   # the new process's start-up sweep
+            repaired, sweep_errors = first["repaired_rows"], first["errors"]
             to_swept.append(time.monotonic() - t_kill)
             assert sweep_errors == 0, daemon.tail()
             if repaired:

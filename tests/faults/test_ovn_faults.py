@@ -32,6 +32,7 @@ from netpeer.ovn import names
 from netpeer.ovn.backend import OvnBackend
 from netpeer.service import Service
 from netpeer.store.sqlite import SqliteStore
+from tests.faults import harness
 from tests.faults.harness import Model, publish, summary, wait_ovn_matches_store
 
 TENANTS = ["team-a", "team-b", "team-c"]
@@ -169,9 +170,9 @@ def test_nb_cluster_leader_failover(nb_cluster, netpeerd_factory, request):
                               sweep_interval=f"{SWEEP:.0f}s")
     daemon.start()
     daemon.wait_sweep(0)
-    tokens = daemon.tokens(TENANTS)
+    tokens = harness.tokens(daemon, TENANTS)
     models = [Model(["team-a", "team-b"], seed=SEED), Model(["team-c"], seed=SEED + 1, prefix_offset=8000)]
-    store = SqliteStore(daemon.store_path)
+    store = SqliteStore(daemon.config.store)
     checker = OvnBackend(cluster.nb_remote)
     assert checker.wait_connected(30), "the checker cannot reach the NB cluster"
     workloads = [RetryingWorkload(m, daemon.endpoint, {ns: tokens[ns] for ns in m.tenants}) for m in models]
@@ -255,7 +256,7 @@ class Pairs:
 
     def __init__(self, ovn, daemon):
         self.ovn = ovn
-        tokens = daemon.tokens(["team-a", "team-b"])
+        tokens = harness.tokens(daemon, ["team-a", "team-b"])
         self.a = Client(daemon.endpoint, tokens["team-a"], timeout=60)
         self.b = Client(daemon.endpoint, tokens["team-b"], timeout=60)
         self.pairs: list[tuple[dict, dict]] = []
@@ -347,7 +348,7 @@ def retry_until_ok(call, timeout: float = 60.0) -> tuple[float, int]:
 
 def converged(daemon, ovn) -> None:
     """OVN == store and nothing left to repair (the checker is independent)."""
-    store = SqliteStore(daemon.store_path)
+    store = SqliteStore(daemon.config.store)
     checker = OvnBackend(ovn.nb_remote)
     try:
         assert checker.wait_connected(30)

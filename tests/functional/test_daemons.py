@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from netpeer.ovn import daemons as daemons_mod
-from netpeer.ovn.daemons import OvnDaemonError, OvnDaemons
+from netpeer_dev import daemons as daemons_mod
+from netpeer_dev.daemons import OvnDaemonError, OvnDaemons
+from tests.support import require_ovn
 
-from .conftest_ovn import ovn_central, ovn_daemons, ovn_state_dir, require_ovn  # noqa: F401
 
 CENTRAL = ("ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd")
 CHASSIS = ("ovsdb-server", "ovs-vswitchd", "ovn-controller")
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Exists and is not a zombie (PID 1 here reaps lazily)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -32,9 +32,9 @@ def _alive(pid: int) -> bool:
 
 def _wait_dead(pid: int, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not _alive(pid), f"pid {pid} still alive"
+    assert not alive(pid), f"pid {pid} still alive"
 
 
 def _running(d: OvnDaemons) -> dict[str, int]:
@@ -46,8 +46,8 @@ def _sb_has_datapath_for(d: OvnDaemons, switch: str) -> bool:
     return f"name={switch}" in out
 
 
-def test_central_starts_and_answers(ovn_central: OvnDaemons) -> None:
-    d = ovn_central
+def test_central_starts_and_answers(ovn: OvnDaemons) -> None:
+    d = ovn
     assert set(_running(d)) == set(CENTRAL)
     for status in d.status():
         assert status.running == (status.name in CENTRAL)
@@ -74,8 +74,8 @@ def test_central_starts_and_answers(ovn_central: OvnDaemons) -> None:
         assert d.log_file(name).parent == d.state_dir and d.log_file(name).exists()
 
 
-def test_start_is_idempotent(ovn_central: OvnDaemons) -> None:
-    d = ovn_central
+def test_start_is_idempotent(ovn: OvnDaemons) -> None:
+    d = ovn
     before = _running(d)
     d.nbctl("ls-add", "keep-me")
     d.start()
@@ -87,13 +87,13 @@ def test_start_is_idempotent(ovn_central: OvnDaemons) -> None:
     assert "keep-me" in d.nbctl("ls-list")
 
 
-def test_stop_leaves_nothing(ovn_central: OvnDaemons) -> None:
-    d = ovn_central
+def test_stop_leaves_nothing(ovn: OvnDaemons) -> None:
+    d = ovn
     pids = _running(d)
     assert len(pids) == 3
     d.stop()
     for pid in pids.values():
-        assert not _alive(pid), f"pid {pid} survived stop()"
+        assert not alive(pid), f"pid {pid} survived stop()"
     leftovers = sorted(p.name for p in d.state_dir.iterdir() if p.suffix in (".pid", ".sock", ".ctl"))
     assert leftovers == []
     assert all(not s.running for s in d.status())
@@ -101,8 +101,8 @@ def test_stop_leaves_nothing(ovn_central: OvnDaemons) -> None:
     OvnDaemons(d.state_dir / "never-created").stop()  # ... or the dir does not exist
 
 
-def test_start_after_kill9_of_nb_recovers(ovn_central: OvnDaemons) -> None:
-    d = ovn_central
+def test_start_after_kill9_of_nb_recovers(ovn: OvnDaemons) -> None:
+    d = ovn
     d.nbctl("ls-add", "survivor")
     d.wait_sb_sync(timeout=10)
     old = _running(d)
@@ -127,8 +127,8 @@ def test_start_after_kill9_of_nb_recovers(ovn_central: OvnDaemons) -> None:
     assert elapsed < 30
 
 
-def test_start_after_kill9_of_everything_recovers(ovn_central: OvnDaemons) -> None:
-    d = ovn_central
+def test_start_after_kill9_of_everything_recovers(ovn: OvnDaemons) -> None:
+    d = ovn
     d.nbctl("ls-add", "survivor")
     old = _running(d)
     for pid in old.values():
@@ -141,8 +141,8 @@ def test_start_after_kill9_of_everything_recovers(ovn_central: OvnDaemons) -> No
     assert "survivor" in d.nbctl("ls-list")
 
 
-def test_stale_pidfile_of_a_foreign_process_is_never_signalled(ovn_central: OvnDaemons) -> None:
-    d = ovn_central
+def test_stale_pidfile_of_a_foreign_process_is_never_signalled(ovn: OvnDaemons) -> None:
+    d = ovn
     d.stop()
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
@@ -170,9 +170,9 @@ def test_missing_binary_names_the_package(ovn_daemons: OvnDaemons, monkeypatch: 
         ovn_daemons.start()
 
 
-def test_nbctl_error_is_one_clear_line(ovn_central: OvnDaemons) -> None:
+def test_nbctl_error_is_one_clear_line(ovn: OvnDaemons) -> None:
     with pytest.raises(OvnDaemonError) as info:
-        ovn_central.nbctl("lsp-add", "no-such-switch", "p0")
+        ovn.nbctl("lsp-add", "no-such-switch", "p0")
     assert "no-such-switch" in str(info.value) and "\n" not in str(info.value)
 
 
@@ -201,7 +201,7 @@ def test_chassis_starts_registers_and_stops(ovn_daemons: OvnDaemons) -> None:
     assert _running(d) == before and d.system_id == name
     d.stop()
     for pid in before.values():
-        assert not _alive(pid)
+        assert not alive(pid)
     assert not [p for p in d.state_dir.iterdir() if p.suffix in (".pid", ".sock", ".ctl", ".mgmt", ".snoop")]
     assert not d.chassis_netns_exists(), "stop() left the chassis namespace behind"
     if not had_br_int:

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from netpeer.dev import netns as nsx
-from netpeer.ovn.daemons import OvnDaemons
+from netpeer_dev import netns as nsx
+from netpeer_dev.daemons import OvnDaemons
+from tests.support import Instances
 
-from .conftest_ovn import Instances, instances, ovn_chassis, ovn_daemons, ovn_state_dir  # noqa: F401
 
 pytestmark = pytest.mark.chassis
 

@@ -4,11 +4,7 @@ acknowledged write is there, and OVN converges with no duplicate row."""
 from __future__ import annotations
 
 import collections
-import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -20,70 +16,18 @@ from netpeer.ovn import names
 from netpeer.ovn.backend import OvnBackend
 from netpeer.service import Service
 from netpeer.store.sqlite import SqliteStore
-from tests.conftest import ADMIN_TOKEN
-
-
-class Daemon:
-    """netpeerd as a real separate process, so it can be killed with SIGKILL."""
-
-    def __init__(self, ovn, directory):
-        self.dir = directory
-        self.socket = directory / "netpeer.sock"
-        (directory / "admin.token").write_text(ADMIN_TOKEN + "\n")
-        self.config = directory / "netpeerd.toml"
-        self.config.write_text(
-            f'listen = "unix://{self.socket}"\nstore = "{directory / "netpeer.db"}"\n'
-            f'ovn_nb = "{ovn.nb_remote}"\nadmin_token_file = "{directory / "admin.token"}"\n'
-            'sweep_interval = "1s"\n')
-        self.proc = None
-
-    def start(self):
-        self.socket.unlink(missing_ok=True)
-        log = open(self.dir / "netpeerd.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "netpeer.cli.main", "serve", "--config", str(self.config)],
-                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        log.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with Client(f"unix://{self.socket}", ADMIN_TOKEN, timeout=2) as c:
-                    c.caller()
-                return
-            except errors.NetpeerError:
-                time.sleep(0.05)
-        raise AssertionError("netpeerd did not come up: " + (self.dir / "netpeerd.log").read_text()[-2000:])
-
-    def sweeps(self) -> int:
-        return (self.dir / "netpeerd.log").read_text().count("netpeerd: sweep:")
-
-    def wait_first_sweep(self, before: int, timeout: float = 30) -> None:
-        """The startup sweep is what removes rows of writes that died between
-        the OVN commit and the store commit."""
-        deadline = time.monotonic() + timeout
-        while self.sweeps() <= before:
-            assert time.monotonic() < deadline, "netpeerd never swept after restart"
-            time.sleep(0.05)
-
-    def kill9(self):
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+from tests.support import ADMIN_TOKEN, netpeerd_process
 
 
 @pytest.fixture
 def daemon(ovn, state_dir):
-    d = Daemon(ovn, state_dir)
+    """netpeerd as a real separate process, so it can be killed with SIGKILL."""
+    d = netpeerd_process(state_dir, ovn.nb_remote, sweep_interval="1s")
     d.start()
-    yield d
-    d.stop()
+    try:
+        yield d
+    finally:
+        d.stop()
 
 
 def workload(endpoint, token_a, token_b, acked, stop, seed):
@@ -112,7 +56,7 @@ def workload(endpoint, token_a, token_b, acked, stop, seed):
 
 
 def test_kill9_loses_no_acknowledged_write(ovn, daemon, state_dir):
-    endpoint = f"unix://{daemon.socket}"
+    endpoint = daemon.endpoint
     with Client(endpoint, ADMIN_TOKEN) as admin:
         token_a = admin.create_token(["team-a"])["token"]
         token_b = admin.create_token(["team-b"])["token"]
@@ -127,9 +71,8 @@ def test_kill9_loses_no_acknowledged_write(ovn, daemon, state_dir):
         daemon.kill9()
         stop.set()
         worker.join(30)
-        before = daemon.sweeps()
         daemon.start()
-        daemon.wait_first_sweep(before)
+        daemon.wait_sweep(0)  # the start-up sweep removes rows of writes that died between OVN and the store
     daemon.stop()
     assert len(acked) > 20, "the workload made too little progress to mean anything"
 

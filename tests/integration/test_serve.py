@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import threading
 
 import grpc
 import pytest
@@ -14,8 +13,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from netpeer import errors
 from netpeer.api.client import Client
-from netpeer.daemon import Config, serve
-from tests.conftest import ADMIN_TOKEN
+from netpeer.daemon import Config, Daemon
+from tests.support import ADMIN_TOKEN
 
 
 def free_port() -> int:
@@ -44,28 +43,25 @@ def pki(state_dir):
     return d
 
 
-def run_serve(ovn, state_dir, listen, tls: str = ""):
+def run_serve(ovn, state_dir, listen, tls: str = "") -> Daemon:
+    """netpeerd in this process, from a configuration file as `netpeer serve` reads it."""
     (state_dir / "admin.token").write_text(ADMIN_TOKEN)
     cfg = state_dir / "netpeerd.toml"
     cfg.write_text(f'listen = "{listen}"\nstore = "netpeer.db"\novn_nb = "{ovn.nb_remote}"\n'
                    f'admin_token_file = "admin.token"\n{tls}')
-    ready, stop = threading.Event(), threading.Event()
-    thread = threading.Thread(target=serve, args=(Config.load(cfg), ready, stop), daemon=True)
-    thread.start()
-    assert ready.wait(30)
-    return stop, thread
+    return Daemon(Config.load(cfg)).start()
 
 
 def test_tls_required_off_loopback(ovn, state_dir):
     (state_dir / "c.toml").write_text(f'listen = "0.0.0.0:{free_port()}"\nstore = "x.db"\novn_nb = "{ovn.nb_remote}"\n')
     with pytest.raises(errors.InvalidArgument, match="listen: '0.0.0.0:.*' is not loopback or a unix socket"):
-        serve(Config.load(state_dir / "c.toml"), threading.Event(), threading.Event())
+        Daemon(Config.load(state_dir / "c.toml"))
 
 
 def test_tls_and_mutual_tls(ovn, state_dir, pki):
     port = free_port()
     tls = (f'[tls]\ncert = "{pki}/server.crt"\nkey = "{pki}/server.key"\nclient_ca = "{pki}/ca.crt"\n')
-    stop, thread = run_serve(ovn, state_dir, f"127.0.0.1:{port}", tls)
+    daemon = run_serve(ovn, state_dir, f"127.0.0.1:{port}", tls)
     try:
         endpoint = f"localhost:{port}"
         with Client(endpoint, ADMIN_TOKEN, ca_cert=str(pki / "ca.crt"), client_cert=str(pki / "client.crt"),
@@ -84,13 +80,12 @@ def test_tls_and_mutual_tls(ovn, state_dir, pki):
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and '"admin": true' in out.stdout, out.stderr
     finally:
-        stop.set()
-        thread.join(10)
+        daemon.stop()
 
 
 def test_health_and_reflection(ovn, state_dir):
     sock = state_dir / "np.sock"
-    stop, thread = run_serve(ovn, state_dir, f"unix://{sock}")
+    daemon = run_serve(ovn, state_dir, f"unix://{sock}")
     try:
         with grpc.insecure_channel(f"unix://{sock}") as ch:
             health = health_pb2_grpc.HealthStub(ch)
@@ -103,5 +98,4 @@ def test_health_and_reflection(ovn, state_dir):
             names = {s.name for r in responses for s in r.list_services_response.service}
             assert {"netpeer.v1.NetworkService", "netpeer.v1.TokenService", "grpc.health.v1.Health"} <= names
     finally:
-        stop.set()
-        thread.join(10)
+        daemon.stop()

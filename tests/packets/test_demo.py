@@ -1,4 +1,4 @@
-"""`make demo` / `make demo-down` (python -m netpeer.dev.demo up|down) in a private
+"""`make demo` / `make demo-down` (python -m netpeer_dev.demo up|down) in a private
 dev state directory: the real pulumi CLI, the dev stack with a chassis, the
 two example stacks, instances and pings; a re-run; a teardown that leaves
 nothing behind."""
@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from netpeer.ovn.daemons import OvnDaemons, _alive
-from tests.functional.conftest_ovn import require_ovn
+from netpeer_dev.daemons import OvnDaemons, alive
+from tests.support import require_ovn
 
 pytestmark = [pytest.mark.chassis, pytest.mark.pulumi]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def demo(action: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "netpeer.dev.demo", action], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "netpeer_dev.demo", action, "--checkout", str(ROOT)], env=env, capture_output=True,
                           text=True, timeout=900)
 
 
@@ -62,5 +63,5 @@ def test_demo_up_rerun_down(state_dir: Path) -> None:
     assert "tenant-a: 3 resources deleted" in down.stdout and "tenant-b: 3 resources deleted" in down.stdout
     assert "processes still alive: none" in down.stdout and "namespaces left: none" in down.stdout
     assert not directory.exists()
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids if alive(p)]
     assert not daemons.chassis_netns_exists()

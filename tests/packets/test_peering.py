@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from netpeer.dev import netns as nsx
+from netpeer_dev import netns as nsx
 from netpeer.ovn import names
 
-from .conftest import World, add_secondary, arrives, policy_flows, policy_uuid, reach, trace, wait_count, wait_reach
+from tests.packets.helpers import World, add_secondary, arrives, policy_flows, policy_uuid, reach, trace, wait_count, wait_reach
 
 pytestmark = pytest.mark.chassis
 

@@ -10,7 +10,7 @@ from pulumi.runtime.rpc import UNKNOWN
 
 from netpeer_provider import NetworkPeeringProvider, NetworkProvider
 from netpeer_provider.common import known
-from tests.provider.conftest import ProviderError
+from tests.provider.dynamic_server import ProviderError
 
 NP, PP = NetworkProvider(), NetworkPeeringProvider()
 

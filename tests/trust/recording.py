@@ -9,13 +9,10 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from netpeer.api.server import build_server
 from netpeer.core.models import utcnow
 from netpeer.errors import NetpeerError
-from netpeer.ovn.backend import OvnBackend
 from netpeer.service import Service
-from netpeer.store.sqlite import SqliteStore
-from tests.conftest import ADMIN_TOKEN, Netpeerd
+from tests.support import Netpeerd, start_netpeerd
 
 WRITES = ("create_network", "update_network", "delete_network", "create_peering", "update_peering",
           "delete_peering")
@@ -113,19 +110,5 @@ for _name in WRITES:
     setattr(RecordingService, _name, _recorded(_name))
 
 
-def start_recording_netpeerd(ovn, directory, workers: int = 16):
-    store = SqliteStore(directory / "netpeer.db")
-    backend = OvnBackend(ovn.nb_remote, owner="netpeer", timeout=10)
-    assert backend.wait_connected(30), "netpeerd could not connect to the OVN NB database"
-    service = RecordingService(store, backend)
-    service.bootstrap_admin(ADMIN_TOKEN)
-    socket = directory / "netpeer.sock"
-    server, _ = build_server(service, f"unix://{socket}", workers=workers)
-    server.start()
-
-    def stop():
-        server.stop(grace=1).wait()
-        backend.close()
-        store.close()
-
-    return Netpeerd(ovn, service, backend, store, f"unix://{socket}", socket), stop
+def start_recording_netpeerd(ovn, directory, workers: int = 16) -> Netpeerd:
+    return start_netpeerd(ovn, directory, service_factory=RecordingService, workers=workers)

@@ -1,5 +1,5 @@
-"""Drift: a running netpeerd (``netpeer.daemon.serve`` with its sweeper,
-sweep_interval 1s) restores any netpeer-owned OVN row deleted or changed by
+"""Drift: a running netpeerd (``netpeer.daemon.Daemon`` as `netpeer serve` runs
+it, with its sweeper, sweep_interval 1s) restores any netpeer-owned OVN row deleted or changed by
 hand within the repair interval, removes rows that claim to be ours but are
 not desired, and never touches rows owned by others (same content, same
 uuid). The time to restore is measured per drift."""
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import threading
 import time
 from datetime import timedelta
 
@@ -16,10 +15,10 @@ import pytest
 
 from netpeer import errors
 from netpeer.api.client import Client
-from netpeer.daemon import Config, serve
+from netpeer.daemon import Config, Daemon
 from netpeer.ovn import names
 from netpeer.ovn.backend import COLUMNS
-from tests.conftest import ADMIN_TOKEN
+from tests.support import ADMIN_TOKEN
 from tests.trust import report
 from tests.trust.rpc import NB_TABLES
 
@@ -95,11 +94,7 @@ def daemon(ovn, state_dir):
     (state_dir / "admin.token").write_text(ADMIN_TOKEN + "\n")
     config = Config(listen=f"unix://{state_dir / 'nd.sock'}", store=state_dir / "nd.db", ovn_nb=ovn.nb_remote,
                     admin_token_file=state_dir / "admin.token", sweep_interval=SWEEP)
-    ready, stop = threading.Event(), threading.Event()
-    codes = []
-    thread = threading.Thread(target=lambda: codes.append(serve(config, ready, stop)), name="netpeerd")
-    thread.start()
-    assert ready.wait(60), "netpeerd did not start"
+    daemon = Daemon(config).start()
     client = Client(config.listen, ADMIN_TOKEN, timeout=30)
     try:
         # The OVN connection is made in the background: the first write waits for it.
@@ -115,9 +110,7 @@ def daemon(ovn, state_dir):
         yield client
     finally:
         client.close()
-        stop.set()
-        thread.join(30)
-        assert not thread.is_alive() and codes == [0]
+        daemon.stop()
 
 
 @pytest.mark.slow

@@ -20,9 +20,9 @@ import time
 import grpc
 from google.protobuf import json_format
 
-import netpeer.service
+import netpeer.service.tokens
 from netpeer.v1 import netpeer_pb2 as pb
-from tests.conftest import ADMIN_TOKEN
+from tests.support import ADMIN_TOKEN
 from tests.trust import report
 from tests.trust.rpc import Raw
 from tests.trust.stats import ks_2samp, mann_whitney_u, permutation_median
@@ -220,7 +220,7 @@ def test_tokens_compared_in_constant_time(netpeerd, monkeypatch):
         calls.append((len(a), len(b)))
         return real(a, b)
 
-    monkeypatch.setattr(netpeer.service.hmac, "compare_digest", spy)
+    monkeypatch.setattr(netpeer.service.tokens.hmac, "compare_digest", spy)
     token = netpeerd.token("team-a")
     _, token_id, secret = token.split("_")
     probes = [token, f"np_{token_id}_{secret[:-1]}x", f"np_{token_id}_x", f"np_ffffffffffff_{secret}",

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netpeer.v1 import netpeer_pb2 as pb
-from tests.conftest import ADMIN_TOKEN
+from tests.support import ADMIN_TOKEN
 from tests.trust import report
 from tests.trust.invariants import Checker
 from tests.trust.rpc import ALL_RPCS, Raw

@@ -17,7 +17,7 @@ import pytest
 from google.protobuf import duration_pb2, field_mask_pb2
 
 from netpeer.v1 import netpeer_pb2 as pb
-from tests.conftest import ADMIN_TOKEN
+from tests.support import ADMIN_TOKEN
 from tests.trust import report
 from tests.trust.rpc import ALL_RPCS, Raw, ovn_dump, request_class, store_dump
 

@@ -3,16 +3,12 @@
 ``netpeer dev instance add|list|delete`` (and ``netpeer dev down``) use this.
 An instance of network N is
 
-- one OVN ``Logical_Switch_Port`` on N's switch, named
-  :func:`netpeer.ovn.names.instance_port`, with MAC
-  :func:`netpeer.ovn.names.instance_mac` and addresses ``"MAC IP..."``,
-  tagged in ``external_ids`` with ``netpeer:owner``, ``netpeer:kind=instance``,
-  ``netpeer:network=<uid>`` and ``netpeer:id=instance/<name>``. ``instance``
-  is not one of the kinds netpeerd's sync manages
-  (``netpeer.ovn.backend.MANAGED_KINDS``), so neither a write nor the repair
-  sweep touches the port; it goes away with its switch when the network is
-  deleted;
-- one Linux network namespace (:func:`netpeer.dev.netns.add_instance`): a
+- one OVN instance port on N's switch (``netpeer.ovn.ports.InstancePort``:
+  name, MAC, addresses and tags are built there). ``instance`` is not one of
+  the kinds netpeerd's sync manages (``netpeer.ovn.rows.MANAGED_KINDS``), so
+  neither a write nor the repair sweep touches the port; it goes away with
+  its switch when the network is deleted;
+- one Linux network namespace (:func:`netpeer_dev.netns.add_instance`): a
   veth whose other end is on br-int with ``iface-id`` = the port name, the
   addresses, and default routes via the network's gateways (the first usable
   address of each subnet).
@@ -27,8 +23,14 @@ directory (written under a lock, replaced atomically); namespace names are
 developer's, the tests') share a machine. Only namespaces created here, and
 only switch ports tagged as instances, are ever changed or deleted.
 
-This is dev tooling: it writes OVN NB directly through ``ovn-nbctl`` (one
-transaction per change, idempotent), not through netpeerd.
+This is dev tooling: it writes the port through netpeer's own OVN layer
+(``netpeer.ovn``, one NB transaction per change, idempotent), not through
+netpeerd's API, which has no notion of workloads.
+
+Why one module of this size: the instance bookkeeping (state file under a
+lock, address planning, the port, the namespace) is one transaction-like
+unit per verb; the OVN part is in ``netpeer.ovn.ports`` and the namespace
+part in ``netpeer_dev.netns``.
 """
 
 from __future__ import annotations
@@ -47,16 +49,17 @@ import netaddr
 
 from netpeer import errors
 from netpeer.core.validate import gateway
-from netpeer.dev import netns as nsx
 from netpeer.ovn import names
-from netpeer.ovn.daemons import OvnDaemonError, OvnDaemons
+from netpeer.ovn.backend import OvnBackend
+from netpeer.ovn.ports import InstancePort
+from netpeer.ovn.rows import INSTANCE_KIND
+from netpeer_dev import netns as nsx
+from netpeer_dev.daemons import OvnDaemonError, OvnDaemons
 
 __all__ = ["Instance", "Fleet", "delete_all", "fleet_of", "KIND"]
 
 #: ``netpeer:kind`` of instance switch ports (not managed by netpeerd's sync).
-KIND = "instance"
-INSTANCE = "netpeer:instance"   # the instance's name, on its switch port
-NETNS = "netpeer:netns"         # its network namespace
+KIND = INSTANCE_KIND
 NAME_MAX = 48                   # the namespace name (prefix + name) must stay <= 64
 FIRST_HOST = 10                 # default addresses start at .10 / ::a
 MTU = 1400
@@ -106,23 +109,6 @@ class Instance:
                    gateways=tuple(d.get("gateways", ())))
 
 
-def _ovsdb_value(value: Any) -> Any:
-    """Plain Python from ovn-nbctl's ``--format=json`` cell encoding."""
-    if isinstance(value, list) and len(value) == 2 and isinstance(value[0], str):
-        kind, inner = value
-        if kind == "map":
-            return {k: _ovsdb_value(v) for k, v in inner}
-        if kind == "set":
-            return [_ovsdb_value(v) for v in inner]
-        if kind in ("uuid", "named-uuid"):
-            return inner
-    return value
-
-
-def _as_list(value: Any) -> list:
-    return value if isinstance(value, list) else [value]
-
-
 class Fleet:
     """The instances of one deployment: an OvnDaemons with a chassis, a state
     directory for ``instances.json``, and the owner netpeerd tags rows with."""
@@ -134,6 +120,7 @@ class Fleet:
         self.owner = owner
         self.prefix = prefix or "np" + hashlib.sha256(str(self.dir).encode()).hexdigest()[:6]
         self.file = self.dir / "instances.json"
+        self._backend: OvnBackend | None = None
 
     # ------------------------------------------------------------ state file
 
@@ -167,48 +154,42 @@ class Fleet:
 
     # ------------------------------------------------------------------ NB
 
-    def _nb_find(self, table: str, *conditions: str, columns: str) -> list[dict[str, Any]]:
-        out = self.daemons.nbctl("--format=json", f"--columns={columns}", "find", table, *conditions)
-        data = json.loads(out)
-        heads = data["headings"]
-        return [{h: _ovsdb_value(v) for h, v in zip(heads, row)} for row in data["data"]]
+    def _ports(self):
+        """netpeer's OVN layer on this deployment's NB (connected on first use)."""
+        if self._backend is None:
+            backend = OvnBackend(self.daemons.nb_remote, owner=self.owner, timeout=30)
+            if not backend.wait_connected(30):
+                backend.close()
+                raise errors.Unavailable(f"cannot reach the OVN NB database {self.daemons.nb_remote}")
+            self._backend = backend
+        return self._backend.ports
 
-    def _instance_ports(self) -> list[dict[str, Any]]:
+    def close(self) -> None:
+        """Closes the OVN connection (if one was made)."""
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+    def __enter__(self) -> "Fleet":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _instance_ports(self) -> list[InstancePort]:
         """Every switch port tagged as an instance of our owner."""
-        return self._nb_find("Logical_Switch_Port", f'external_ids:"{names.KIND}"={KIND}',
-                             f'external_ids:"{names.OWNER}"={self.owner}',
-                             columns="name,addresses,external_ids,up")
-
-    def _port_named(self, port: str) -> dict[str, Any] | None:
-        rows = self._nb_find("Logical_Switch_Port", f"name={port}", columns="name,addresses,external_ids,up")
-        return rows[0] if rows else None
-
-    def _ours(self, row: dict[str, Any]) -> bool:
-        ext = row.get("external_ids") or {}
-        return ext.get(names.KIND) == KIND and ext.get(names.OWNER) == self.owner
-
-    def _switch_of(self, uid: str, label: str) -> None:
-        """Checks that the network's switch exists here and is netpeer's."""
-        rows = self._nb_find("Logical_Switch", f"name={names.switch(uid)}", columns="name,external_ids")
-        if not rows:
-            raise errors.FailedPrecondition(
-                f"network {label}: its switch {names.switch(uid)} is not in the OVN database of "
-                f"{self.daemons.state_dir} (does NETPEER_ENDPOINT point at this dev stack's netpeerd?)")
-        if (rows[0]["external_ids"] or {}).get(names.OWNER) != self.owner:
-            raise errors.FailedPrecondition(
-                f"network {label}: switch {names.switch(uid)} is not owned by {self.owner!r}; not attaching to it")
+        return self._ports().list()
 
     def _used_addresses(self, uid: str, except_port: str) -> set[ipaddress._BaseAddress]:
         used = set()
-        for row in self._instance_ports():
-            if row["name"] == except_port or (row["external_ids"] or {}).get(names.NETWORK) != uid:
+        for port in self._instance_ports():
+            if port.name == except_port or port.uid != uid:
                 continue
-            for entry in _as_list(row["addresses"]):
-                for word in str(entry).split()[1:]:
-                    try:
-                        used.add(ipaddress.ip_address(word))
-                    except ValueError:
-                        pass
+            for word in port.ips:
+                try:
+                    used.add(ipaddress.ip_address(word))
+                except ValueError:
+                    pass
         return used
 
     # ------------------------------------------------------------- planning
@@ -339,11 +320,6 @@ class Fleet:
                         f"instance {name!r} exists on network {previous.namespace}/{previous.network}; "
                         f"delete it first (netpeer dev instance delete {name})", field="NAME", value=name)
                 port, mac = names.instance_port(uid, name), names.instance_mac(uid, name)
-                self._switch_of(uid, label)
-                existing = self._port_named(port)
-                if existing is not None and not self._ours(existing):
-                    raise errors.FailedPrecondition(
-                        f"switch port {port} exists and is not tagged as a netpeer instance; not touching it")
                 used = self._used_addresses(uid, except_port=port)
                 same_network = previous is not None and previous.uid == uid
                 addresses = self._plan_addresses(network, label, wanted, previous, used)
@@ -367,20 +343,10 @@ class Fleet:
 
     def _program_port(self, inst: Instance, stale: str | None) -> None:
         """One NB transaction: the switch port with its addresses and tags
-        (``--may-exist`` and ``set``: running it twice changes nothing)."""
-        tags = {names.OWNER: self.owner, names.KIND: KIND, names.NETWORK: inst.uid,
-                names.ID: f"instance/{inst.name}", names.NAMESPACE: inst.namespace,
-                names.DISPLAY: f"{inst.namespace}/{inst.network}", INSTANCE: inst.name, NETNS: inst.netns}
-        cmds: list[str] = []
-        if stale:
-            row = self._port_named(stale)
-            if row is not None and self._ours(row):
-                cmds += ["--", "--if-exists", "lsp-del", stale]
-        cmds += ["--", "--may-exist", "lsp-add", names.switch(inst.uid), inst.port,
-                 "--", "lsp-set-addresses", inst.port, " ".join([inst.mac, *inst.addresses]),
-                 "--", "set", "Logical_Switch_Port", inst.port,
-                 *(f'external_ids:"{k}"="{v}"' for k, v in tags.items())]
-        self.daemons.nbctl(*cmds[1:])
+        (idempotent); a port of the same instance on another network goes."""
+        self._ports().put(InstancePort(uid=inst.uid, namespace=inst.namespace, network=inst.network,
+                                       instance=inst.name, mac=inst.mac, ips=tuple(inst.addresses),
+                                       netns=inst.netns), replace=stale)
 
     def get(self, name: str) -> Instance | None:
         return self._read().get(name)
@@ -393,19 +359,19 @@ class Fleet:
         ``detached`` (namespace there, but no switch port, e.g. its network was
         deleted, or no chassis) or ``missing`` (no namespace)."""
         items = self.list()
-        ports: dict[str, dict] = {}
+        ports: dict[str, InstancePort] = {}
         try:
-            ports = {row["name"]: row for row in self._instance_ports()}
-        except OvnDaemonError:
+            if items and self.daemons.running():
+                ports = {port.name: port for port in self._instance_ports()}
+        except errors.NetpeerError:
             pass
         out = {}
         for inst in items:
             if not nsx.netns_exists(inst.netns):
                 out[inst.name] = "missing"
                 continue
-            row = ports.get(inst.port)
-            up = row is not None and _as_list(row.get("up")) == [True]
-            out[inst.name] = "up" if up else "detached"
+            port = ports.get(inst.port)
+            out[inst.name] = "up" if port is not None and port.up else "detached"
         return out
 
     def delete(self, name: str) -> None:
@@ -424,9 +390,7 @@ class Fleet:
     def _delete(self, inst: Instance) -> None:
         try:
             if self.daemons.running():
-                row = self._port_named(inst.port)
-                if row is not None and self._ours(row):
-                    self.daemons.nbctl("--if-exists", "lsp-del", inst.port)
+                self._ports().delete([inst.port])
             nsx.delete_instance(self.daemons, inst.netns)
         except (nsx.NetnsError, OvnDaemonError) as exc:
             raise errors.Unavailable(f"instance {inst.name!r}: {exc}") from None
@@ -456,14 +420,9 @@ class Fleet:
                     failures.append(str(exc))
             try:
                 if self.daemons.running():
-                    stale = [row["name"] for row in self._instance_ports()
-                             if str((row["external_ids"] or {}).get(NETNS, "")).startswith(f"{self.prefix}-")]
-                    if stale:
-                        cmds: list[str] = []
-                        for port in stale:
-                            cmds += ["--", "--if-exists", "lsp-del", port]
-                        self.daemons.nbctl(*cmds[1:])
-            except OvnDaemonError as exc:
+                    self._ports().delete(port.name for port in self._instance_ports()
+                                         if port.netns.startswith(f"{self.prefix}-"))
+            except (OvnDaemonError, errors.NetpeerError) as exc:
                 failures.append(str(exc))
         if failures:
             raise errors.Unavailable("could not delete every instance: " + "; ".join(failures))
@@ -479,11 +438,12 @@ def _owner_of(config_file: Path) -> str:
 
 
 def fleet_of(stack) -> Fleet:
-    """The instances of a ``netpeer.cli.dev.DevStack``."""
+    """The instances of a ``netpeer_dev.cli.DevStack``."""
     return Fleet(stack.ovn, stack.dir, owner=_owner_of(stack.config_file))
 
 
 def delete_all(stack, say: Callable[[str], None]) -> int:
     """Called by ``netpeer dev down`` before the daemons stop."""
-    return fleet_of(stack).delete_all(say)
+    with fleet_of(stack) as fleet:
+        return fleet.delete_all(say)
 

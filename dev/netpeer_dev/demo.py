@@ -1,6 +1,6 @@
 """``make demo`` / ``make demo-down``: the whole product on one machine.
 
-``python -m netpeer.dev.demo up`` starts the dev stack with a chassis
+``python -m netpeer_dev.demo up`` starts the dev stack with a chassis
 (``netpeer dev up --chassis``), applies the two tenants' Pulumi stacks
 (``examples/tenant-a``, then ``examples/tenant-b``) with the real ``pulumi``
 engine, shows the peering Pending after the first and Bound after the second,
@@ -14,9 +14,12 @@ configuration and a copy of each example program (so nothing is written
 into the repository), the tenants' tokens. Re-running is safe: existing
 stacks are updated, tokens and instances re-used.
 
-``python -m netpeer.dev.demo down`` destroys both stacks (when netpeerd is
+``python -m netpeer_dev.demo down`` destroys both stacks (when netpeerd is
 still running), deletes the instances, stops every daemon by pid, removes
 the state directory, and checks that no process or namespace is left.
+
+Why one module of this size: it is a script, read top to bottom like the
+README's walk-through it prints; its steps are methods of one class.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
 STACK = "demo"
 TENANTS = (("a", "team-a", "tenant-a", "net-a", "to-b", "vm-a"),
            ("b", "team-b", "tenant-b", "net-b", "to-a", "vm-b"))
@@ -69,9 +71,21 @@ class Tenant:
     token: str = ""
 
 
+def checkout(path: str | os.PathLike) -> Path:
+    """The netpeer checkout whose ``examples/`` (the tenants' programs) and
+    ``scripts/`` (the Pulumi CLI build) the demo uses."""
+    root = Path(path).absolute()
+    for need in ("examples/tenant-a/__main__.py", "examples/tenant-b/__main__.py", "scripts/install-pulumi.sh"):
+        if not (root / need).is_file():
+            raise DemoError(f"--checkout: {str(root)!r} is not a netpeer checkout (no {need}); "
+                            "run the demo from the repository (make demo) or pass --checkout DIR")
+    return root
+
+
 class Demo:
-    def __init__(self) -> None:
-        from netpeer.cli.dev import DevStack
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        from netpeer_dev.stack import DevStack
         self.stack = DevStack(None)
         self.dir = self.stack.dir / "demo"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
@@ -105,7 +119,7 @@ class Demo:
         return ""
 
     def pulumi_env(self) -> dict[str, str]:
-        out = subprocess.run(["bash", str(ROOT / "scripts/install-pulumi.sh")], capture_output=True, text=True,
+        out = subprocess.run(["bash", str(self.root / "scripts/install-pulumi.sh")], capture_output=True, text=True,
                              timeout=1800)
         if out.returncode != 0:
             raise DemoError("the Pulumi CLI is not available (scripts/install-pulumi.sh): "
@@ -137,7 +151,7 @@ class Demo:
 
     def project(self, t: Tenant) -> Path:
         """A fresh copy of examples/<tenant> whose virtualenv is this one."""
-        src, dst = ROOT / "examples" / t.example, self.dir / t.example
+        src, dst = self.root / "examples" / t.example, self.dir / t.example
         dst.mkdir(parents=True, exist_ok=True)
         venv = Path(sys.prefix)
         text = (src / "Pulumi.yaml").read_text().replace("virtualenv: ../../.venv", f"virtualenv: {venv}")
@@ -220,8 +234,8 @@ class Demo:
 
     def up(self) -> int:
         from netpeer.api.client import Client
-        from netpeer.dev import instances as inst_mod
-        from netpeer.dev import netns as nsx
+        from netpeer_dev import instances as inst_mod
+        from netpeer_dev import netns as nsx
         started = time.monotonic()
         a, b = self.tenants
 
@@ -347,7 +361,7 @@ class Demo:
                   f"(peering already Bound; `make demo-down` then `make demo` to watch it bind)")
         print(f"  demo took {total:.1f} s")
         print(f"\n  try:      sudo ip netns exec {vm_a.netns} ping {vm_b.address(6) or target4}")
-        print(f"            .venv/bin/netpeer dev status;  .venv/bin/netpeer dev instance list")
+        print("            .venv/bin/netpeer dev status;  .venv/bin/netpeer dev instance list")
         print(f"            ovn-nbctl --db={self.stack.ovn.nb_remote} show")
         print(f"            . {self.dir / 'pulumi.env'} && cd {self.dir / a.example} && pulumi stack output")
         print("  stop:     make demo-down")
@@ -394,7 +408,7 @@ class Demo:
         step("instances, daemons and state: netpeer dev down --purge")
         fleet_prefix = None
         try:
-            from netpeer.dev import instances as inst_mod
+            from netpeer_dev import instances as inst_mod
             fleet_prefix = inst_mod.fleet_of(self.stack).prefix
         except Exception:
             pass
@@ -409,17 +423,17 @@ class Demo:
             parent.rmdir()
 
         step("check: nothing left behind")
-        from netpeer.dev import netns as nsx
-        from netpeer.ovn.daemons import _alive
-        alive = {name: pid for name, pid in pids.items() if _alive(pid)}
+        from netpeer_dev import netns as nsx
+        from netpeer_dev.daemons import alive
+        survivors = {name: pid for name, pid in pids.items() if alive(pid)}
         left_ns = [n for n in ([chassis_netns] if nsx.netns_exists(chassis_netns) else [])]
         if fleet_prefix:
             left_ns += nsx.list_instances(f"{fleet_prefix}-")
-        note(f"processes still alive: {alive or 'none'} (of {len(pids)} stopped: "
+        note(f"processes still alive: {survivors or 'none'} (of {len(pids)} stopped: "
              f"{', '.join(f'{k} {v}' for k, v in pids.items()) or '-'})")
         note(f"namespaces left: {left_ns or 'none'}; state dir {self.stack.dir}: "
              f"{'still there' if self.stack.dir.exists() else 'removed'}")
-        if alive or left_ns or self.stack.dir.exists():
+        if survivors or left_ns or self.stack.dir.exists():
             problems.append("something was left behind")
         if problems:
             raise DemoError("; ".join(problems))
@@ -427,14 +441,15 @@ class Demo:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m netpeer.dev.demo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m netpeer_dev.demo", description=__doc__.split("\n\n")[0])
     p.add_argument("action", choices=("up", "down"))
+    p.add_argument("--checkout", default=".", help="the netpeer checkout with examples/ and scripts/ (default: .)")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         sys.stderr.write("demo: needs root (network namespaces, Open vSwitch)\n")
         return 1
-    demo = Demo()
     try:
+        demo = Demo(checkout(args.checkout))
         return demo.up() if args.action == "up" else demo.down()
     except DemoError as exc:
         sys.stderr.write(f"\ndemo: error: {exc}\n")

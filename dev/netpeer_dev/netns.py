@@ -23,6 +23,11 @@ ethtool binary is needed.
 
 Needs root and iproute2 (``ip``); ``ping`` (iputils-ping) is used when
 installed, otherwise a small raw-socket ICMP echo written in Python.
+
+Why one module of this size: everything that touches network namespaces and
+veths (create, address, route, checksum offload, ping, counters, delete)
+sits together so that the cleanup rules (only what carries our alias) are
+in one place.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import sys
 import time
 from pathlib import Path
 
-from netpeer.ovn.daemons import OvnDaemonError, OvnDaemons
+from netpeer_dev.daemons import OvnDaemonError, OvnDaemons
 
 __all__ = [
     "NetnsError", "add_instance", "delete_instance", "wait_instance_up", "ping", "list_instances", "host_ifname",

@@ -24,10 +24,16 @@ ovs-vswitchd runs in a network namespace of its own, the *chassis namespace*
 (:attr:`OvnDaemons.chassis_netns`, derived from the state dir): several
 chassis (tests, a developer's environment) can run on one host, and the host's
 root namespace never sees a tap or veth of ours. The host ends of the
-instances' veths live there too (see netpeer.dev.netns). :meth:`OvnDaemons.stop`
+instances' veths live there too (see netpeer_dev.netns). :meth:`OvnDaemons.stop`
 deletes that namespace.
 
 Only the standard library is used.
+
+Why one module of this size: it is one class, ``OvnDaemons``, that owns the
+whole lifecycle of one deployment's daemons (spawn, find again by pidfile,
+stop by pid, chassis namespace); splitting it would scatter the rules that
+make stopping safe (a pid counts only while its command line names our
+pidfile).
 """
 
 from __future__ import annotations
@@ -146,7 +152,7 @@ def _process_state(pid: int) -> str | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """True when ``pid`` exists and is not a zombie.
 
     Detached daemons are reparented to PID 1; an init that reaps lazily
@@ -287,7 +293,7 @@ class OvnDaemons:
             pid = int(pidfile.read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
-        if pid <= 0 or not _alive(pid):
+        if pid <= 0 or not alive(pid):
             return None
         # Only ours when the process was started with this very pidfile.
         if f"--pidfile={pidfile}" not in _cmdline(pid):
@@ -564,7 +570,7 @@ class OvnDaemons:
                     except OvnDaemonError:
                         pass
                     self._wait_dead(pid, term_timeout)
-            if _alive(pid):
+            if alive(pid):
                 self._signal(pid, signal.SIGTERM)
                 if not self._wait_dead(pid, term_timeout):
                     self._signal(pid, signal.SIGKILL)
@@ -583,10 +589,10 @@ class OvnDaemons:
     def _wait_dead(pid: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not alive(pid):
                 return True
             time.sleep(0.02)
-        return not _alive(pid)
+        return not alive(pid)
 
     def stop(self) -> None:
         """Stop every daemon of this state dir, chassis first.

@@ -1,0 +1,132 @@
+"""``netpeer dev ...``: the command line of the dev stack (``netpeer.cli.main``
+hands the ``dev`` subcommand to this module; the service never imports it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from netpeer import errors
+from netpeer_dev.stack import DEFAULT_STATE_DIR, DevStack
+
+
+def add_parsers(sub, g: argparse.ArgumentParser) -> None:
+    up = sub.add_parser("up", parents=[g], help="start OVN and netpeerd; print export lines")
+    up.add_argument("--state-dir", default=None, help=f"default $NETPEER_DEV_DIR or {DEFAULT_STATE_DIR}")
+    up.add_argument("--chassis", action="store_true",
+                    help="also start ovs-vswitchd (userspace datapath) and ovn-controller for real packets")
+    up.add_argument("--sweep-interval", default="5s", help="how often netpeerd expires and repairs (default 5s)")
+    for name, text in (("down", "stop everything the dev stack started"), ("status", "show the dev stack")):
+        p = sub.add_parser(name, parents=[g], help=text)
+        p.add_argument("--state-dir", default=None)
+        if name == "down":
+            p.add_argument("--purge", action="store_true", help="also delete the state directory")
+    inst = sub.add_parser("instance", help="instances: network namespaces attached to a network (needs --chassis)")
+    isub = inst.add_subparsers(dest="instance_action", required=True, parser_class=sub._parser_class)
+    a = isub.add_parser("add", parents=[g], help="create (or re-use) an instance on NETWORK's switch")
+    a.add_argument("network", metavar="[NS/]NETWORK")
+    a.add_argument("name", metavar="NAME")
+    a.add_argument("--ip", action="append", default=[], metavar="ADDR",
+                   help="an address inside one of the network's subnets (repeatable; "
+                        "default: the next free one from .10 in each subnet)")
+    a.add_argument("--state-dir", default=None)
+    ls = isub.add_parser("list", parents=[g], help="list the instances of the dev stack")
+    ls.add_argument("--state-dir", default=None)
+    d = isub.add_parser("delete", parents=[g], help="delete an instance (switch port, veth, namespace)")
+    d.add_argument("name", metavar="NAME")
+    d.add_argument("--state-dir", default=None)
+
+
+def run(ctx, args) -> int:
+    from netpeer.cli import output
+    stack = DevStack(args.state_dir)
+    say = (lambda msg: sys.stderr.write(f"netpeer dev: {msg}\n"))
+    if args.action == "up":
+        stack.up(args.chassis, args.sweep_interval, say)
+        print(f"export NETPEER_ENDPOINT={stack.endpoint}")
+        print(f"export NETPEER_TOKEN={stack.admin_token()}")
+        say(f"ready. OVN NB: ovn-nbctl --db={stack.ovn.nb_remote} show")
+        say('load the settings with: eval "$(netpeer dev up)"')
+        return 0
+    if args.action == "down":
+        stack.down(args.purge, say)
+        return 0
+    if args.action == "instance":
+        return _instance(ctx, args, stack)
+    rows = stack.status_rows()
+    with _fleet(stack) as fleet:
+        states = fleet.states() if stack.dir.exists() else {}
+        instances = [i.to_json(states.get(i.name)) for i in fleet.list()] if stack.dir.exists() else []
+    data = {"state_dir": str(stack.dir), "endpoint": stack.endpoint, "nb_remote": stack.ovn.nb_remote,
+            "sb_remote": stack.ovn.sb_remote, "nb_socket": str(stack.ovn.nb_socket),
+            "chassis": stack.wants_chassis, "chassis_netns": stack.ovn.chassis_netns,
+            "daemons": [{"name": r[0], "pid": int(r[1]) if r[1] else None, "state": r[2], "detail": r[3]}
+                        for r in rows],
+            "instances": instances}
+
+    def render(d):
+        lines = [f"state dir:  {d['state_dir']}", f"endpoint:   {d['endpoint']}", f"OVN NB:     {d['nb_remote']}",
+                 f"OVN SB:     {d['sb_remote']}", f"inspect:    ovn-nbctl --db={d['nb_remote']} show"]
+        if d["chassis"]:
+            lines.append(f"chassis:    ovs-vswitchd in netns {d['chassis_netns']} "
+                         f"(ovs-vsctl --db=unix:{stack.ovn.ovs_socket} show)")
+        lines.append(output.table(["DAEMON", "PID", "STATE", "DETAIL"], rows))
+        if d["instances"]:
+            lines.append(_instances_table(d["instances"]))
+        return "\n".join(lines)
+
+    output.emit(data, ctx.output, render)
+    required = stack.required_daemons()
+    running = all(r[2] == "running" for r in rows if r[0] in required)
+    return 0 if running else 3
+
+
+def _fleet(stack: DevStack):
+    from netpeer_dev import instances
+    return instances.fleet_of(stack)
+
+
+def _instances_table(items: list[dict]) -> str:
+    from netpeer.cli import output
+    return output.table(["INSTANCE", "NETWORK", "IPS", "NETNS", "STATE"],
+                        [[i["name"], f"{i['namespace']}/{i['network']}", "\n".join(i["ips"]), i["netns"],
+                          i.get("state", "")] for i in items])
+
+
+def _instance(ctx, args, stack: DevStack) -> int:
+    """``netpeer dev instance add|list|delete``."""
+    with _fleet(stack) as fleet:
+        return _instance_action(ctx, args, stack, fleet)
+
+
+def _instance_action(ctx, args, stack: DevStack, fleet) -> int:
+    from netpeer.cli import output
+    from netpeer.core import validate
+    action = args.instance_action
+    if action == "list":
+        states = fleet.states()
+        items = [i.to_json(states.get(i.name)) for i in fleet.list()]
+        output.emit(items, ctx.output, _instances_table)
+        return 0
+    if action == "delete":
+        fleet.validate_name(args.name)
+        fleet.delete(args.name)
+        if ctx.output == "json":
+            output.emit({"deleted": args.name}, "json", None)
+        return 0
+    # add: the network's uid and subnets come from netpeerd (this dev stack's by default).
+    if not stack.ovn.running():
+        raise errors.Unavailable(f"the dev stack in {stack.dir} is not running: netpeer dev up --chassis")
+    fleet.validate_name(args.name)
+    ns, _, net = args.network.rpartition("/")
+    if "/" in ns:
+        raise errors.InvalidArgument.for_field("NETWORK", args.network, "must be NETWORK or NS/NETWORK")
+    validate.name("NETWORK", net)
+    ctx.endpoint = ctx.endpoint or stack.endpoint
+    ctx.token = ctx.token or (stack.admin_token() if stack.token_file.exists() else "")
+    ns = validate.name("NETWORK", ns) if ns else ctx.namespace
+    network = ctx.client.get_network(ns, net)
+    inst = fleet.add(network, args.name, args.ip)
+    states = fleet.states()
+    output.emit(inst.to_json(states.get(inst.name)), ctx.output, lambda i: _instances_table([i]))
+    return 0

@@ -1,0 +1,130 @@
+"""The dev stack on one machine: OVN daemons, netpeerd, a state directory.
+
+A state directory holds everything: the OVN databases, sockets and logs
+(``ovn/``), netpeerd's SQLite store, configuration, admin token, pidfile and
+log. ``up`` is idempotent; ``down`` stops every daemon it started by its pid.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from netpeer import errors
+from netpeer.core import validate
+from netpeer.daemon import Config
+from netpeer_dev.daemons import OvnDaemons
+from netpeer_dev.process import NetpeerdProcess
+
+DEFAULT_STATE_DIR = os.path.join(
+    os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "netpeer", "dev")
+
+
+class DevStack:
+    def __init__(self, state_dir: str | os.PathLike | None):
+        self.dir = Path(state_dir or os.environ.get("NETPEER_DEV_DIR") or DEFAULT_STATE_DIR).absolute()
+        self.ovn = OvnDaemons(self.dir / "ovn")
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "netpeer.sock"
+
+    @property
+    def endpoint(self) -> str:
+        return f"unix://{self.socket}"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.dir / "netpeerd.pid"
+
+    @property
+    def token_file(self) -> Path:
+        return self.dir / "admin.token"
+
+    @property
+    def config_file(self) -> Path:
+        return self.dir / "netpeerd.toml"
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "netpeerd.log"
+
+    @property
+    def chassis_marker(self) -> Path:
+        """Present when the stack was started with --chassis: later `up`s keep
+        the chassis and `status` counts its daemons."""
+        return self.dir / "chassis"
+
+    @property
+    def wants_chassis(self) -> bool:
+        return self.chassis_marker.exists()
+
+    def config(self, sweep_interval: str = "5s") -> Config:
+        return Config(listen=self.endpoint, store=self.dir / "netpeer.db", ovn_nb=self.ovn.nb_remote,
+                      admin_token_file=self.token_file, sweep_interval=validate.ttl("--sweep-interval",
+                                                                                    sweep_interval))
+
+    def netpeerd(self, sweep_interval: str = "5s") -> NetpeerdProcess:
+        token = self.admin_token() if self.token_file.exists() else ""
+        return NetpeerdProcess(self.config(sweep_interval), self.dir, token)
+
+    def netpeerd_pid(self) -> int | None:
+        return self.netpeerd().pid
+
+    def up(self, chassis: bool, sweep_interval: str, say) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+        if len(str(self.socket)) > 100:
+            raise errors.InvalidArgument.for_field("--state-dir", str(self.dir),
+                                                   "is too long for unix sockets; choose a shorter path")
+        chassis = chassis or self.wants_chassis
+        self.ovn.start(chassis=chassis, progress=say)
+        if chassis:
+            self.chassis_marker.write_text("ovs-vswitchd (userspace datapath) and ovn-controller\n")
+        if not self.token_file.exists():
+            token = f"np_admin{secrets.token_hex(3)}_{secrets.token_urlsafe(32).replace('_', '-')}"
+            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(token + "\n")
+        netpeerd = self.netpeerd(sweep_interval)
+        if netpeerd.pid is None:
+            say("starting netpeerd")
+            netpeerd.start(timeout=30)
+        else:
+            say(f"netpeerd already running (pid {netpeerd.pid})")
+
+    def admin_token(self) -> str:
+        return self.token_file.read_text().strip()
+
+    def down(self, purge: bool, say) -> None:
+        netpeerd = self.netpeerd()
+        if netpeerd.pid is not None:
+            say(f"stopping netpeerd (pid {netpeerd.pid})")
+        netpeerd.stop()
+        failure = None
+        try:
+            from netpeer_dev import instances
+            instances.delete_all(self, say)
+        except ImportError:
+            pass
+        except errors.NetpeerError as exc:   # still stop the daemons; report at the end
+            failure = exc
+        self.ovn.stop()
+        if failure is not None:
+            raise failure
+        if purge and self.dir.exists():
+            import shutil
+            shutil.rmtree(self.dir)
+            say(f"removed {self.dir}")
+
+    def status_rows(self) -> list[list[str]]:
+        rows = [[s.name, str(s.pid or ""), "running" if s.running else "stopped", s.detail]
+                for s in self.ovn.status()]
+        pid = self.netpeerd_pid()
+        rows.append(["netpeerd", str(pid or ""), "running" if pid else "stopped", self.endpoint])
+        return rows
+
+    def required_daemons(self) -> tuple[str, ...]:
+        central = ("ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd", "netpeerd")
+        return central + (("ovsdb-server", "ovs-vswitchd", "ovn-controller") if self.wants_chassis else ())

@@ -1,0 +1,222 @@
+"""The OVN northbound rows a network and its Bound peers become.
+
+This is LXD's proven shape (LX008): per network one Logical_Router and one
+Logical_Switch joined by a router port carrying each subnet's gateway; per
+Bound peer, a router port with the router's LAN MAC and gateway as /32 or
+/128 whose ``peer`` is the remote router's matching port, one static route
+per remote prefix through it, and anti-spoofing router policies matching on
+address sets of each network's prefixes.
+
+Pure: the result is plain data that ``netpeer.ovn.backend`` writes. This
+module and ``names`` are the whole of netpeer's knowledge of OVN's tables,
+columns and match syntax; the core only knows networks, peerings and consent
+(``netpeer.core.dataplane.NetworkState``). Each row's ``netpeer:id`` (its
+ident) is built here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+import netaddr
+
+from netpeer.core.dataplane import NetworkState
+from netpeer.core.models import Network
+from netpeer.core.validate import gateway
+from netpeer.ovn import names
+
+# Kinds of rows a sync manages (``netpeer:kind``). Rows of other kinds (the
+# dev tools' instance ports) live on our switches but are left alone until
+# the switch goes.
+MANAGED_KINDS = frozenset({"router", "switch", "lan-port", "peer-port", "route", "policy", "address-set"})
+INSTANCE_KIND = "instance"
+
+# Tables whose rows are found by name (roots), and the columns that hold the
+# rows hanging under them.
+ROOT_TABLES = ("Logical_Router", "Logical_Switch", "Address_Set")
+CHILD_COLUMNS = (("Logical_Router", "ports"), ("Logical_Router", "static_routes"),
+                 ("Logical_Router", "policies"), ("Logical_Switch", "ports"))
+
+# Router policy priorities (OVN allows 0-32767). Higher wins; one stage.
+PRIO_ALLOW_IN = 2000   # from the peer, from its prefixes, to ours
+PRIO_DROP_IN = 1990    # anything else arriving on the peer port
+PRIO_ALLOW_OUT = 1980  # to the peer's prefixes, from ours
+PRIO_DROP_OUT = 1970   # to the peer's prefixes from any other source (spoofed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Parent:
+    """Where a child row hangs: ``table`` row named ``name``, in ``column``."""
+
+    table: str
+    name: str
+    column: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One desired OVN NB row. ``ident`` is unique within an owner and is
+    stored in ``external_ids`` (``netpeer:id``); the backend finds, compares
+    and repairs rows by it. ``columns`` excludes ``external_ids``."""
+
+    table: str
+    ident: str
+    kind: str
+    columns: Mapping[str, object]
+    external_ids: Mapping[str, str]
+    parent: Parent | None = None
+
+
+def _gateways(network: Network) -> list[netaddr.IPNetwork]:
+    """The router's address on each subnet, with the subnet's length."""
+    out = []
+    for s in network.subnets:
+        net = netaddr.IPNetwork(s)
+        out.append(netaddr.IPNetwork(f"{gateway(net)}/{net.prefixlen}"))
+    return out
+
+
+def first_gateway(network: Network, version: int) -> str | None:
+    for g in _gateways(network):
+        if g.version == version:
+            return str(g.ip)
+    return None
+
+
+def _families(network: Network) -> set[int]:
+    return {p.version for p in network.prefixes}
+
+
+def _sources(network: Network, version: int) -> list[str]:
+    return [str(p) for p in network.prefixes if p.version == version]
+
+
+def root_ident(table: str, uid: str, version: int | None = None) -> str:
+    """The ``netpeer:id`` of a root row of network ``uid``."""
+    if table == "Logical_Router":
+        return f"lr/{uid}"
+    if table == "Logical_Switch":
+        return f"ls/{uid}"
+    if table == "Address_Set" and version in (4, 6):
+        return f"as/{uid}/{version}"
+    raise ValueError(f"{table} is not a root table of a network")
+
+
+def root_names(uid: str) -> list[tuple[str, str]]:
+    """(table, name) of every root row a network may have."""
+    return [("Logical_Router", names.router(uid)), ("Logical_Switch", names.switch(uid)),
+            ("Address_Set", names.address_set(uid, 4)), ("Address_Set", names.address_set(uid, 6))]
+
+
+def root_name(ext: Mapping[str, str]) -> str | None:
+    """The name a root row we own must have, from its tags (None: not a root)."""
+    kind, uid, ident = ext.get(names.KIND), ext.get(names.NETWORK, ""), ext.get(names.ID, "")
+    if kind == "router":
+        return names.router(uid)
+    if kind == "switch":
+        return names.switch(uid)
+    if kind == "address-set" and ident.rsplit("/", 1)[-1] in ("4", "6"):
+        return names.address_set(uid, int(ident.rsplit("/", 1)[-1]))
+    return None
+
+
+def ident_of_root(table: str, uid: str, name: str) -> str:
+    """The ident a root row found by ``name`` stands for (a hand edit may have
+    dropped its ``netpeer:id``: the sync writes it back)."""
+    version = int(name.rsplit("ip", 1)[-1]) if table == "Address_Set" else None
+    return root_ident(table, uid, version)
+
+
+def desired_rows(owner: str, state: NetworkState) -> list[Row]:
+    """The rows of one network in the state the core wants it."""
+    return network_rows(owner, state.network, list(state.peers))
+
+
+def network_rows(owner: str, network: Network, peers: list[Network]) -> list[Row]:
+    """Every row of ``network``, given the networks it is Bound to."""
+    uid = network.uid
+    lr, ls = names.router(uid), names.switch(uid)
+    mac = names.router_mac(uid)
+
+    def tags(kind: str, ident: str, **extra: str) -> dict[str, str]:
+        t = {names.OWNER: owner, names.KIND: kind, names.ID: ident,
+             names.NETWORK: uid, names.NAMESPACE: network.namespace,
+             names.DISPLAY: f"{network.namespace}/{network.name}"}
+        t.update(extra)
+        return t
+
+    lr_id, ls_id = root_ident("Logical_Router", uid), root_ident("Logical_Switch", uid)
+    rows = [
+        Row("Logical_Router", lr_id, "router", {"name": lr}, tags("router", lr_id)),
+        Row("Logical_Switch", ls_id, "switch", {"name": ls}, tags("switch", ls_id)),
+        Row("Logical_Router_Port", f"lrp/{uid}", "lan-port",
+            {"name": names.lan_router_port(uid), "mac": mac,
+             "networks": sorted(str(g) for g in _gateways(network))},
+            tags("lan-port", f"lrp/{uid}"), Parent("Logical_Router", lr, "ports")),
+        Row("Logical_Switch_Port", f"lsp/{uid}", "lan-port",
+            {"name": names.lan_switch_port(uid), "type": "router", "addresses": ["router"],
+             "options": {"router-port": names.lan_router_port(uid)}},
+            tags("lan-port", f"lsp/{uid}"), Parent("Logical_Switch", ls, "ports")),
+    ]
+    for version in sorted(_families(network)):
+        ident = root_ident("Address_Set", uid, version)
+        rows.append(Row("Address_Set", ident, "address-set",
+                        {"name": names.address_set(uid, version),
+                         "addresses": _sources(network, version)},
+                        tags("address-set", ident)))
+    for r in network.routes:
+        if r.next_hop:
+            ident = f"route/{uid}/internal/{r.prefix}"
+            rows.append(Row("Logical_Router_Static_Route", ident, "route",
+                            {"ip_prefix": r.prefix, "nexthop": r.next_hop},
+                            tags("route", ident), Parent("Logical_Router", lr, "static_routes")))
+    for peer in sorted(peers, key=lambda n: n.uid):
+        rows.extend(_peer_rows(network, peer, mac, tags))
+    return rows
+
+
+def _peer_rows(network: Network, peer: Network, mac: str, tags) -> list[Row]:
+    uid, puid = network.uid, peer.uid
+    lr = names.router(uid)
+    port = names.peer_router_port(uid, puid)
+    rows = []
+    host_len = {4: 32, 6: 128}
+    ident = f"peer-port/{uid}/{puid}"
+    rows.append(Row("Logical_Router_Port", ident, "peer-port",
+                    {"name": port, "mac": mac,
+                     "networks": sorted(f"{g.ip}/{host_len[g.version]}" for g in _gateways(network)),
+                     "peer": [names.peer_router_port(puid, uid)]},
+                    tags("peer-port", ident, **{names.PEER: puid}),
+                    Parent("Logical_Router", lr, "ports")))
+    local_families = {g.version for g in _gateways(network)}
+    for prefix in peer.prefixes:
+        hop = first_gateway(peer, prefix.version)
+        if hop is None or prefix.version not in local_families:
+            continue  # no address of that family on the link: nothing can use it
+        ident = f"route/{uid}/{puid}/{prefix}"
+        rows.append(Row("Logical_Router_Static_Route", ident, "route",
+                        {"ip_prefix": str(prefix), "nexthop": hop, "output_port": [port]},
+                        tags("route", ident, **{names.PEER: puid}),
+                        Parent("Logical_Router", lr, "static_routes")))
+    both = sorted(_families(network) & _families(peer))
+    into = [f"ip{v}.src == ${names.address_set(puid, v)} && ip{v}.dst == ${names.address_set(uid, v)}"
+            for v in both]
+    out_ok = [f"ip{v}.dst == ${names.address_set(puid, v)} && ip{v}.src == ${names.address_set(uid, v)}"
+              for v in both]
+    out_any = [f"ip{v}.dst == ${names.address_set(puid, v)}" for v in sorted(_families(peer))]
+    policies = [("allow-in", PRIO_ALLOW_IN, f'inport == "{port}" && ({" || ".join(f"({m})" for m in into)})', "allow")
+                if into else None,
+                ("drop-in", PRIO_DROP_IN, f'inport == "{port}"', "drop"),
+                ("allow-out", PRIO_ALLOW_OUT, " || ".join(f"({m})" for m in out_ok), "allow") if out_ok else None,
+                ("drop-out", PRIO_DROP_OUT, " || ".join(out_any), "drop") if out_any else None]
+    for item in policies:
+        if item is None:
+            continue
+        what, prio, match, action = item
+        ident = f"policy/{uid}/{puid}/{what}"
+        rows.append(Row("Logical_Router_Policy", ident, "policy",
+                        {"priority": prio, "match": match, "action": action},
+                        tags("policy", ident, **{names.PEER: puid}),
+                        Parent("Logical_Router", lr, "policies")))
+    return rows

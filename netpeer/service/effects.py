@@ -1,0 +1,47 @@
+"""What a change of peerings means for consent and the dataplane; shared by
+the operations and the reconciler (expiry)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Iterable
+
+from netpeer.core import consent
+from netpeer.core.models import Peering, PeeringKey, Phase
+from netpeer.store.base import Transaction
+
+
+def touched_by(tx: Transaction, changes: list[tuple[Peering | None, Peering | None]]) -> set[str]:
+    """Networks whose dataplane changes when these peerings change: both
+    sides of every pair that enters or leaves Bound."""
+    uids: set[str] = set()
+    for old, new in changes:
+        was = old is not None and old.phase == Phase.BOUND
+        now = new is not None and new.phase == Phase.BOUND
+        if was != now:
+            p = new or old
+            uids.add(p.network_uid)
+            if p.remote_uid:
+                uids.add(p.remote_uid)
+            else:
+                remote = tx.get_network(p.remote_key)
+                if remote is not None:
+                    uids.add(remote.uid)
+    return uids
+
+
+def resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime) -> set[str]:
+    """Re-evaluates consent for these peerings; the networks to re-program."""
+    return touched_by(tx, consent.resolve(tx, keys, now))
+
+
+def remove_peering(tx: Transaction, old: Peering, now: datetime) -> set[str]:
+    """Deletes a peering and re-evaluates what it affected: its partner, and
+    pairs that failed because of it (they may bind now)."""
+    tx.delete_peering(old.key)
+    touched = touched_by(tx, [(old, None)])
+    partner = tx.find_peering_to(old.remote_key, old.network_key)
+    keys = [partner.key] if partner else []
+    for n in (old.network_key, old.remote_key):
+        keys += [p.key for p in tx.peerings_of(n) if p.phase == Phase.FAILED]
+    return touched | resolve(tx, keys, now)

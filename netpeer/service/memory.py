@@ -1,0 +1,93 @@
+"""An in-memory dataplane: the states the service asked for, kept as they are.
+
+For fast tests of what the service itself decides (group commit, expiry,
+repair) without root or OVN; the OVN backend has its own tests on real
+daemons. It counts transactions and can be told to refuse or be unreachable,
+and a test can make it drift (``tamper``) as a hand edit of OVN would.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterable
+
+from netpeer.core.dataplane import Desired, NetworkState, SyncReport
+from netpeer.errors import FailedPrecondition, Unavailable
+
+
+class MemoryDataplane:
+    """Implements ``netpeer.core.dataplane.Dataplane``."""
+
+    def __init__(self):
+        self.networks: dict[str, NetworkState] = {}
+        self.transactions = 0          # sync/remove_strays calls that changed or could have changed state
+        self.unreachable = False       # every call raises Unavailable
+        self.refuse: set[str] = set()  # uids whose sync is refused (FailedPrecondition), with the whole call
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ Dataplane
+    @property
+    def connected(self) -> bool:
+        return not self.unreachable
+
+    def _check(self) -> None:
+        if self.unreachable:
+            raise Unavailable("memory dataplane: unreachable (test); nothing was changed")
+
+    def sync(self, desired: Desired) -> SyncReport:
+        self._check()
+        with self._lock:
+            refused = sorted(self.refuse & set(desired))
+            if refused:
+                raise FailedPrecondition(f"memory dataplane: refused network {refused[0]} (test)")
+            self.transactions += 1
+            created = updated = deleted = 0
+            for uid, state in desired.items():
+                have = self.networks.get(uid)
+                if state is None:
+                    if have is not None:
+                        del self.networks[uid]
+                        deleted += 1
+                elif have is None:
+                    self.networks[uid] = state
+                    created += 1
+                elif have != state:
+                    self.networks[uid] = state
+                    updated += 1
+            return SyncReport(created, updated, deleted)
+
+    def drifted(self, desired: Desired) -> set[str]:
+        self._check()
+        with self._lock:
+            return {uid for uid, state in desired.items() if self.networks.get(uid) != state}
+
+    def has_strays(self, keep: Iterable[str]) -> bool:
+        self._check()
+        with self._lock:
+            return bool(set(self.networks) - set(keep))
+
+    def remove_strays(self, keep: Iterable[str]) -> SyncReport:
+        self._check()
+        with self._lock:
+            self.transactions += 1
+            strays = set(self.networks) - set(keep)
+            for uid in strays:
+                del self.networks[uid]
+            return SyncReport(deleted=len(strays))
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------ for tests
+    def peers_of(self, uid: str) -> set[str]:
+        """The uids network ``uid`` is programmed to reach."""
+        state = self.networks.get(uid)
+        return {p.uid for p in state.peers} if state else set()
+
+    def tamper(self, uid: str, state: NetworkState | None) -> None:
+        """Changes what the dataplane holds for ``uid`` behind the service's back."""
+        with self._lock:
+            if state is None:
+                self.networks.pop(uid, None)
+            else:
+                self.networks[uid] = state

@@ -1,0 +1,135 @@
+"""The write queue: one write = one store transaction + one dataplane
+transaction, with group commit.
+
+A write is a function of a store transaction that changes the store and
+returns ``(result, touched)``: its answer and the uids of the networks whose
+dataplane must change. The dataplane is written *before* the store commits:
+if it refuses or cannot be reached the store rolls back and the caller gets
+the error with nothing changed; if the process dies between the two, the
+dataplane holds rows the store does not know, and the repair sweep (run at
+start and on a timer) removes them. The dataplane is always a function of
+the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Iterable
+
+from netpeer.core import consent
+from netpeer.core.dataplane import Dataplane, NetworkState
+from netpeer.errors import Unavailable
+from netpeer.store.base import Store, Transaction
+
+#: What a write does inside its transaction: (its result, uids to re-program).
+WriteFn = Callable[[Transaction], "tuple[object, set[str]]"]
+
+
+def desired_states(tx: Transaction, uids: Iterable[str]) -> dict[str, NetworkState | None]:
+    """How the dataplane should show these networks, from the store."""
+    out: dict[str, NetworkState | None] = {}
+    for uid in uids:
+        network = tx.get_network_by_uid(uid)
+        out[uid] = None if network is None else NetworkState(network, tuple(consent.bound_peers(tx, network.key)))
+    return out
+
+
+class _Pending:
+    """One caller's write waiting in the queue."""
+
+    __slots__ = ("fn", "done", "result", "error")
+
+    def __init__(self, fn: WriteFn):
+        self.fn = fn
+        self.done = False
+        self.result = None
+        self.error: BaseException | None = None
+
+
+class WriteQueue:
+    """Serializes writes, committing concurrent ones together.
+
+    Writes that arrive while another is in progress queue up; whoever takes
+    the lock next runs every queued write in order in one store transaction
+    (each inside its own savepoint, so one that raises undoes only its own
+    changes), one dataplane transaction for all the networks they touched,
+    and one commit (one fsync). Each caller still gets exactly its own result
+    or error, and is answered only after the commit. If the dataplane refuses
+    the group, nothing was committed and each write is re-run alone, so each
+    gets the outcome it would have had.
+    """
+
+    def __init__(self, store: Store, dataplane: Dataplane, max_group: int = 64):
+        self.store = store
+        self.dataplane = dataplane
+        self.max_group = max_group
+        #: Held while a group runs; the reconciler takes it to repair a network.
+        self.lock = threading.RLock()
+        self._pending: list[_Pending] = []
+        self._pending_lock = threading.Lock()
+
+    def run(self, fn: WriteFn):
+        """Runs ``fn`` as one write; its result, or the error it (or the
+        dataplane) raised."""
+        op = _Pending(fn)
+        with self._pending_lock:
+            self._pending.append(op)
+        with self.lock:
+            while not op.done:
+                with self._pending_lock:
+                    batch = self._pending[:self.max_group]
+                    del self._pending[:len(batch)]
+                self._run_group(batch)
+        if op.error is not None:
+            raise op.error
+        return op.result
+
+    def _run_alone(self, op: _Pending) -> None:
+        try:
+            with self.store.write() as tx:
+                result, touched = op.fn(tx)
+                if touched:
+                    self.dataplane.sync(desired_states(tx, touched))
+            op.result = result
+        except BaseException as exc:
+            op.error = exc
+        finally:
+            op.done = True
+
+    def _run_group(self, batch: list[_Pending]) -> None:
+        if len(batch) == 1 or not self.store.savepoints:
+            for op in batch:
+                self._run_alone(op)
+            return
+        done: list[tuple[_Pending, object]] = []
+        failed: list[tuple[_Pending, BaseException]] = []
+        try:
+            with self.store.write() as tx:
+                touched: set[str] = set()
+                for op in batch:
+                    try:
+                        with tx.savepoint():
+                            result, t = op.fn(tx)
+                    except Exception as exc:  # this write's own error: only its changes are undone
+                        failed.append((op, exc))
+                        continue
+                    done.append((op, result))
+                    touched |= t
+                if touched:
+                    self.dataplane.sync(desired_states(tx, touched))
+        except Unavailable as exc:
+            # Unreachable or too slow: every write of the group would fail alike.
+            for op in batch:
+                op.error, op.done = exc, True
+            return
+        except Exception:
+            # Refused (e.g. a foreign row squats on one network's name): nothing
+            # was committed; run each alone so only the culprit fails.
+            for op in batch:
+                op.error = None
+                self._run_alone(op)
+            return
+        for op, result in done:
+            op.result, op.done = result, True
+        for op, exc in failed:
+            op.error, op.done = exc, True

@@ -1,0 +1,221 @@
+"""Helpers the tests share (fixtures live in the conftest.py files).
+
+Nothing here is mocked: OVN daemons are real (``netpeer_dev.daemons``),
+netpeerd is the real daemon (``netpeer.daemon.Daemon`` in this process, or
+``netpeer_dev.process.NetpeerdProcess`` as a child process). A missing OVN
+package fails the test loudly: the suite is meant to run where
+``scripts/setup.sh`` has installed it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from netpeer.api.client import Client
+from netpeer.daemon import Config, Daemon
+from netpeer.ovn.backend import OvnBackend
+from netpeer.service import Service
+from netpeer.store.sqlite import SqliteStore
+from netpeer_dev import netns as nsx
+from netpeer_dev.daemons import OvnDaemonError, OvnDaemons
+from netpeer_dev.process import NetpeerdProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+ADMIN_TOKEN = "np_admin_" + "a" * 40
+PASSPHRASE = "netpeer-tests"
+
+CENTRAL_TOOLS = ("ovsdb-server", "ovsdb-tool", "ovn-northd", "ovn-nbctl", "ovn-sbctl")
+CHASSIS_TOOLS = ("ovs-vswitchd", "ovs-vsctl", "ovs-appctl", "ovn-controller", "ip")
+
+
+def short_tmpdir(prefix: str = "np-") -> Path:
+    """Unix socket paths must stay under 108 bytes: pytest's tmp_path is too long."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def require_ovn(chassis: bool = False) -> None:
+    """Fail, with what is missing, when OVN cannot run here."""
+    reasons = []
+    if os.geteuid() != 0:
+        reasons.append("needs root")
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    missing = [t for t in CENTRAL_TOOLS + (CHASSIS_TOOLS if chassis else ()) if shutil.which(t, path=path) is None]
+    if missing:
+        reasons.append("missing " + ", ".join(missing)
+                       + " (Debian packages ovn-central, ovn-host, openvswitch-switch, iproute2)")
+    if reasons:
+        pytest.fail("; ".join(reasons) + ": run scripts/setup.sh (or `make test`) as root")
+
+
+def netpeerd_config(directory: Path, ovn_nb: str, *, sweep_interval: str = "30s", ovn_timeout: str = "10s",
+                    log_level: str = "INFO", listen: str | None = None, **extra) -> Config:
+    """The configuration of a test's netpeerd in ``directory`` (admin token written there)."""
+    from netpeer.core import validate
+    token_file = directory / "admin.token"
+    directory.mkdir(parents=True, exist_ok=True)
+    token_file.write_text(ADMIN_TOKEN + "\n")
+    return Config(listen=listen or f"unix://{directory / 'netpeer.sock'}", store=directory / "netpeer.db",
+                  ovn_nb=ovn_nb, admin_token_file=token_file,
+                  sweep_interval=validate.ttl("sweep_interval", sweep_interval),
+                  ovn_timeout=validate.ttl("ovn_timeout", ovn_timeout), log_level=log_level, **extra)
+
+
+def netpeerd_process(directory: Path, ovn_nb: str, **kwargs) -> NetpeerdProcess:
+    """netpeerd as a child process (not started): to kill -9 it."""
+    return NetpeerdProcess(netpeerd_config(directory, ovn_nb, **kwargs), directory, ADMIN_TOKEN)
+
+
+@dataclasses.dataclass
+class Netpeerd:
+    """A real netpeerd in this process (``netpeer.daemon.Daemon``)."""
+
+    ovn: OvnDaemons
+    daemon: Daemon
+    endpoint: str
+    socket: Path
+
+    @property
+    def service(self) -> Service:
+        return self.daemon.service
+
+    @property
+    def backend(self) -> OvnBackend:
+        return self.daemon.backend
+
+    @property
+    def store(self) -> SqliteStore:
+        return self.daemon.store
+
+    def client(self, token: str = ADMIN_TOKEN) -> Client:
+        return Client(self.endpoint, token, timeout=30)
+
+    def token(self, *namespaces: str) -> str:
+        with self.client() as c:
+            return c.create_token(list(namespaces))["token"]
+
+    def tenant(self, namespace: str) -> Client:
+        return self.client(self.token(namespace))
+
+    def owned_rows(self) -> dict[str, list[dict]]:
+        return self.backend.owned_rows()
+
+    def stop(self) -> None:
+        self.daemon.stop(grace=1)
+
+
+def start_netpeerd(ovn: OvnDaemons, directory: Path, *, service_factory=None, workers: int = 16,
+                   sweep_interval: str = "365d", **kwargs) -> Netpeerd:
+    """netpeerd in this process, connected to ``ovn``. Its sweep runs once at
+    start, then (by default) practically never: tests call ``service.sweep()``."""
+    config = netpeerd_config(directory, ovn.nb_remote, sweep_interval=sweep_interval, **kwargs)
+    daemon = Daemon(config, service_factory=service_factory, workers=workers)
+    assert daemon.backend.wait_connected(30), "netpeerd could not connect to the OVN NB database"
+    daemon.start()
+    netpeerd = Netpeerd(ovn, daemon, config.listen, directory / "netpeer.sock")
+    wait_first_sweep(netpeerd)  # so it never races what the test does first
+    return netpeerd
+
+
+def wait_first_sweep(netpeerd: Netpeerd, timeout: float = 30.0) -> None:
+    """The in-process netpeerd's start-up sweep has completed."""
+    import time
+    deadline = time.monotonic() + timeout
+    while netpeerd.service.reconciler.status.sweeps == 0:
+        assert time.monotonic() < deadline, "netpeerd's first sweep did not complete"
+        time.sleep(0.02)
+
+
+@dataclasses.dataclass
+class Instances:
+    """Creates namespaces attached to br-int and remembers them for cleanup."""
+
+    daemons: OvnDaemons
+    token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(3))
+    created: list[str] = dataclasses.field(default_factory=list)
+
+    def name(self, short: str) -> str:
+        """A namespace name unique to this test run (``np<token>-<short>``)."""
+        return f"np{self.token}-{short}"
+
+    def add(self, short: str, iface_id: str, mac: str, addresses: list[str], gateways: list[str],
+            mtu: int = 1400, wait: bool = True) -> str:
+        netns = self.name(short)
+        self.created.append(netns)
+        nsx.add_instance(self.daemons, netns, iface_id, mac, addresses, gateways, mtu=mtu)
+        if wait:
+            nsx.wait_instance_up(self.daemons, netns)
+        return netns
+
+    def cleanup(self) -> None:
+        errors = []
+        for netns in reversed(self.created):
+            try:
+                nsx.delete_instance(self.daemons, netns)
+            except (nsx.NetnsError, OvnDaemonError) as exc:
+                errors.append(str(exc))
+        self.created.clear()
+        if errors:
+            raise RuntimeError("; ".join(errors))
+
+
+class Stack:
+    """One example project copied to a temp dir, with its own stack."""
+
+    def __init__(self, example: str, workdir: Path, pulumi_bin: Path, backend: Path, home: Path, name: str):
+        source = ROOT / example if "/" in example else ROOT / "examples" / example
+        self.dir = workdir / f"{source.name}-{name}"
+        shutil.copytree(source, self.dir)
+        project = (self.dir / "Pulumi.yaml").read_text()
+        venv = Path(sys.prefix)  # the venv running the tests has netpeer installed
+        (self.dir / "Pulumi.yaml").write_text(project.replace("virtualenv: ../../.venv", f"virtualenv: {venv}"))
+        self.name = name
+        self.backend = backend
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("NETPEER_", "PULUMI_"))}
+        self.env.update(PATH=f"{pulumi_bin}:{self.env.get('PATH', '')}", PULUMI_HOME=str(home),
+                        PULUMI_BACKEND_URL=f"file://{backend}", PULUMI_CONFIG_PASSPHRASE=PASSPHRASE,
+                        PULUMI_SKIP_UPDATE_CHECK="true", PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION="true",
+                        PULUMI_SKIP_CONFIRMATIONS="true", NO_COLOR="1",
+                        # Plugins started outside a program (`pulumi import`) use this interpreter.
+                        PULUMI_PYTHON_CMD=str(venv / "bin" / "python"))
+        self.run("stack", "init", name)
+
+    def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        proc = subprocess.run(["pulumi", *args, "--non-interactive", "--color", "never"], cwd=self.dir,
+                              env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
+                                 f"{proc.stderr[-4000:]}")
+        return proc
+
+    def config(self, key: str, value: str, secret: bool = False) -> None:
+        self.run("config", "set", *(["--secret"] if secret else ["--plaintext"]), key, value)
+
+    def up(self, check: bool = True) -> subprocess.CompletedProcess:
+        return self.run("up", "--yes", "--skip-preview", check=check)
+
+    def outputs(self) -> dict:
+        return json.loads(self.run("stack", "output", "--json", "--show-secrets").stdout)
+
+    def state(self) -> dict:
+        return json.loads(self.run("stack", "export").stdout)
+
+    def resource(self, type_suffix: str, name: str) -> dict | None:
+        for r in self.state()["deployment"].get("resources", []):
+            if r["type"].endswith(type_suffix) and r["urn"].endswith(f"::{name}"):
+                return r
+        return None
+
+
+
+__all__ = ["ADMIN_TOKEN", "ROOT", "Instances", "Netpeerd", "Stack", "netpeerd_config", "netpeerd_process", "require_ovn", "short_tmpdir",
+           "start_netpeerd", "wait_first_sweep"]

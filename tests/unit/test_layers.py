@@ -1,0 +1,64 @@
+"""The layering rules, checked on the source: each third-party library is
+imported in one layer, the core knows no dataplane, and netpeerd imports
+neither the dev tools nor Pulumi."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def offenders(folder: str, prefix: str, allowed: tuple[str, ...]) -> list[str]:
+    bad = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(allowed):
+            continue
+        if any(m == prefix or m.startswith(prefix + ".") for m in imports(path)):
+            bad.append(rel)
+    return bad
+
+
+def test_ovsdbapp_only_in_the_ovn_backend():
+    assert offenders("netpeer", "ovsdbapp", ("netpeer/ovn/",)) == []
+    assert offenders("netpeer", "ovs", ("netpeer/ovn/",)) == []
+
+
+def test_grpc_only_at_the_api_edge():
+    assert offenders("netpeer", "grpc", ("netpeer/api/", "netpeer/v1/")) == []
+
+
+def test_pulumi_only_in_the_sdk_and_provider():
+    for folder in ("netpeer", "dev"):
+        assert offenders(folder, "pulumi", ()) == []
+
+
+def test_the_core_knows_no_dataplane_and_no_edge():
+    for module in ("netpeer.ovn", "netpeer.api", "netpeer.store", "netpeer.service", "netpeer_dev"):
+        assert offenders("netpeer/core", module, ()) == [], module
+
+
+def test_the_service_never_imports_the_dev_tools():
+    assert offenders("netpeer", "netpeer_dev", ("netpeer/cli/main.py",)) == []
+
+
+def test_netpeerd_starts_without_the_dev_tools_or_pulumi():
+    code = ("import sys, netpeer.daemon, netpeer.service, netpeer.api.server, netpeer.ovn.backend\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'netpeer_dev')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,174 @@
+"""The service on an in-memory dataplane: what the service itself decides
+(group commit, expiry, repair, errors), fast and without root or OVN. The
+same behaviour on real OVN daemons is covered by tests/integration,
+tests/functional and tests/trust."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from netpeer import errors
+from netpeer.core.dataplane import NetworkState
+from netpeer.core.models import Caller
+from netpeer.service import Service
+from netpeer.service.memory import MemoryDataplane
+from netpeer.store.sqlite import SqliteStore
+
+ADMIN = Caller("admin", frozenset(), True)
+
+
+class Clock:
+    def __init__(self):
+        self.now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def __call__(self):
+        return self.now
+
+
+class SlowDataplane(MemoryDataplane):
+    """Holds every sync for a while, so that concurrent writes queue up."""
+
+    delay = 0.05
+
+    def sync(self, desired):
+        time.sleep(self.delay)
+        return super().sync(desired)
+
+
+@pytest.fixture
+def world(tmp_path):
+    store = SqliteStore(tmp_path / "netpeer.db")
+    dataplane = SlowDataplane()
+    clock = Clock()
+    service = Service(store, dataplane, clock=clock)
+    yield service, dataplane, clock
+    store.close()
+
+
+def bind(service, a="a", b="b", subnet_a="10.1.0.0/24", subnet_b="10.2.0.0/24"):
+    na = service.create_network(ADMIN, a, f"net-{a}", [subnet_a]).network
+    nb = service.create_network(ADMIN, b, f"net-{b}", [subnet_b]).network
+    service.create_peering(ADMIN, a, f"net-{a}", f"to-{b}", b, f"net-{b}")
+    p = service.create_peering(ADMIN, b, f"net-{b}", f"to-{a}", a, f"net-{a}")
+    return na, nb, p
+
+
+def test_a_bound_pair_is_programmed_on_both_sides(world):
+    service, dataplane, _ = world
+    na, nb, p = bind(service)
+    assert p.phase == "Bound"
+    assert dataplane.peers_of(na.uid) == {nb.uid} and dataplane.peers_of(nb.uid) == {na.uid}
+
+
+def test_concurrent_writes_share_transactions_and_each_gets_its_own_answer(world):
+    service, dataplane, _ = world
+    before = dataplane.transactions
+    results: dict[int, object] = {}
+
+    def create(i):
+        try:
+            results[i] = service.create_network(ADMIN, "t", f"n{i}", [f"10.{i}.0.0/24"]).network.name
+        except errors.NetpeerError as exc:
+            results[i] = exc
+
+    # n3 twice: exactly one of the two wins, the other gets ALREADY_EXISTS.
+    jobs = [threading.Thread(target=create, args=(i,)) for i in (1, 2, 3, 4, 5, 6, 7, 8)]
+    dup = threading.Thread(target=lambda: results.__setitem__(
+        "dup", _catch(lambda: service.create_network(ADMIN, "t", "n3", ["10.99.0.0/24"]))))
+    for t in jobs + [dup]:
+        t.start()
+    for t in jobs + [dup]:
+        t.join()
+    assert sum(isinstance(r, errors.AlreadyExists) for r in results.values()) == 1
+    # Eight writes that program a new network each, in fewer dataplane transactions.
+    assert dataplane.transactions - before < 8
+    assert len(dataplane.networks) == 8
+
+
+def _catch(fn):
+    try:
+        return fn()
+    except errors.NetpeerError as exc:
+        return exc
+
+
+def test_a_refused_network_fails_alone_and_changes_nothing(world):
+    service, dataplane, _ = world
+    service.create_network(ADMIN, "t", "ok", ["10.1.0.0/24"])
+    # The dataplane refuses whatever network is created next: that write fails, nothing is stored.
+    original = dataplane.sync
+
+    def refuse_new(desired):
+        if any(uid not in dataplane.networks and state is not None for uid, state in desired.items()):
+            raise errors.FailedPrecondition("refused (test)")
+        return original(desired)
+
+    dataplane.sync = refuse_new
+    with pytest.raises(errors.FailedPrecondition):
+        service.create_network(ADMIN, "t", "bad", ["10.2.0.0/24"])
+    dataplane.sync = original
+    assert [v.network.name for v in service.list_networks(ADMIN, "t")] == ["ok"]
+
+
+def test_an_unreachable_dataplane_fails_the_write_and_changes_nothing(world):
+    service, dataplane, _ = world
+    dataplane.unreachable = True
+    with pytest.raises(errors.Unavailable):
+        service.create_network(ADMIN, "t", "n", ["10.1.0.0/24"])
+    dataplane.unreachable = False
+    assert service.list_networks(ADMIN, "t") == []
+    assert dataplane.networks == {}
+
+
+def test_expiry_deletes_exactly_what_expired(world):
+    service, dataplane, clock = world
+    service.create_network(ADMIN, "a", "net-a", ["10.1.0.0/24"])
+    service.create_peering(ADMIN, "a", "net-a", "short", "b", "net-x", ttl="60s")
+    service.create_peering(ADMIN, "a", "net-a", "long", "b", "net-y", ttl="1h")
+    bind(service, "c", "d", "10.3.0.0/24", "10.4.0.0/24")   # Bound: never expires
+    clock.now += timedelta(seconds=59)
+    assert service.expire() == 0
+    clock.now += timedelta(seconds=2)
+    assert service.expire() == 1
+    assert [p.name for p in service.list_peerings(ADMIN, "a", "net-a")] == ["long"]
+    clock.now += timedelta(days=365)
+    assert service.expire() == 1
+    assert [p.phase for p in service.list_peerings(ADMIN, "c", "net-c")] == ["Bound"]
+
+
+def test_repair_restores_drift_and_removes_strays_one_network_at_a_time(world):
+    service, dataplane, _ = world
+    na, nb, _ = bind(service)
+    nc = service.create_network(ADMIN, "c", "net-c", ["10.3.0.0/24"]).network
+    # Hand edits: a's peering gone, c's network gone, a network nobody knows appears.
+    dataplane.tamper(na.uid, NetworkState(na, ()))
+    dataplane.tamper(nc.uid, None)
+    dataplane.tamper("stray-uid", NetworkState(nc, ()))
+    # The repair of b fails (refused): the others are repaired anyway.
+    dataplane.refuse = {nb.uid}
+    dataplane.tamper(nb.uid, NetworkState(nb, ()))
+    report = service.repair()
+    assert report.errors == 1
+    assert dataplane.peers_of(na.uid) == {nb.uid} and nc.uid in dataplane.networks
+    assert "stray-uid" not in dataplane.networks
+    dataplane.refuse = set()
+    assert service.repair().repaired_rows == 1          # b, now that it is accepted
+    assert service.repair() == type(report)(0, 0, 0)     # nothing left
+
+
+def test_sweep_progress_is_reported(world):
+    service, dataplane, _ = world
+    assert service.status().sweeps.sweeps == 0
+    bind(service)
+    dataplane.tamper(next(iter(dataplane.networks)), None)
+    service.sweep()
+    status = service.status().sweeps
+    assert status.sweeps == 1 and status.last.repaired_rows == 1 and status.totals.repaired_rows == 1
+    service.sweep()
+    status = service.status().sweeps
+    assert status.sweeps == 2 and status.last.repaired_rows == 0 and status.totals.repaired_rows == 1
+    assert status.last_started <= status.last_finished
