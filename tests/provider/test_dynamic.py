@@ -27,6 +27,18 @@ def test_provider_pickles_by_reference():
     assert len(raw) < 200 and b"netpeer_provider.peering" in raw and b"co_code" not in raw
 
 
+def test_the_face_translates_unknowns_and_speaks_pulumi():
+    from pulumi.output import Unknown
+
+    from netpeer_provider import common, core
+    assert common.to_core({"a": [UNKNOWN, Unknown()], "b": (1, "x")}) == {"a": [core.UNKNOWN] * 2, "b": (1, "x")}
+    assert common.to_pulumi({"a": [core.UNKNOWN], "b": None}) == {"a": [UNKNOWN], "b": None}
+    assert not known([{"x": UNKNOWN}]) and known({"x": ["y"]})
+    with pytest.raises(core.MissingSetting, match=r"^netpeer:token is not set: run `pulumi config set --secret "
+                                                  r"netpeer:token <token>` or export NETPEER_TOKEN$"):
+        core.Session(core.Settings("unix:///x"), common.TERMS).client()
+
+
 def test_check_names_the_field_and_tolerates_unknowns(dynamic, netpeerd):
     configure(dynamic, netpeerd, "team-a")
     _, failures = dynamic.check(NP, {"name": "net-a", "subnets": ["10.1.0.5/24"], "routes": []})

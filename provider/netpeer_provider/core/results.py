@@ -1,0 +1,64 @@
+"""What the operations return: frozen values, plain dicts of outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from netpeer_provider.core import schema
+from netpeer_provider.core.values import known
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """An input that cannot be right: ``path`` (``subnets[0]``, ``peerings[1].ttl``)
+    and a one-line message naming the field and the value."""
+
+    path: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Diff:
+    """What changing the inputs would do.
+
+    ``changes``: anything to do at all. ``replaces``: inputs whose change makes
+    it another object (delete and create), in schema order. ``updates``: inputs
+    that change in place. ``delete_before_replace``: the old one must go first
+    (its name is unique)."""
+
+    changes: bool
+    replaces: tuple[str, ...] = ()
+    updates: tuple[str, ...] = ()
+    delete_before_replace: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Created:
+    id: str
+    outputs: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """A resource as the service has it: its outputs, and the inputs that would
+    declare it as it is (so a refresh or an import shows no spurious diff)."""
+
+    id: str
+    outputs: dict[str, Any]
+    inputs: dict[str, Any]
+
+
+def identity_changes(fields: tuple[schema.Field, ...], olds: Mapping[str, Any],
+                     news: Mapping[str, Any]) -> list[str]:
+    """The replacing fields that change, in schema order. A defaulted field
+    left unset keeps what the service chose; a field whose declared value is
+    kept (``declared_as``) is compared with that, so clearing it is a change."""
+    out = []
+    for f in fields:
+        new, old = news.get(f.name), olds.get(f.declared_as or f.name)
+        if f.role is schema.Role.OPTIONAL_COMPUTED and f.declared_as is None and not new:
+            continue
+        if not known(new) or (new or None) != (old or None):
+            out.append(f.name)
+    return out
