@@ -31,7 +31,7 @@ from netpeer.api.client import Client
 from netpeer.core import validate
 from netpeer.core.dataplane import NetworkState
 from netpeer.core.models import Network, Peering, Phase, Reason, utcnow
-from netpeer.daemon import Config
+from netpeer.config import Config
 from netpeer.ovn import names
 from netpeer.ovn.backend import OvnBackend
 from netpeer.ovn.ports import InstancePort
@@ -262,6 +262,7 @@ class Deployment:
             nets[i] = Network(topo.ns(i), topo.name(i), str(uuid.uuid4()), (topo.subnet(i),),
                               create_time=now, update_time=now)
         peers: dict[int, list[Network]] = {i: [] for i in nets}
+        names_: dict[int, list[tuple[str, str]]] = {i: [] for i in nets}   # (peer uid, peering name)
         store = SqliteStore(self.store_path)
         try:
             with store.write() as tx:
@@ -274,13 +275,15 @@ class Deployment:
                                                na.uid, nb.uid, timedelta(days=7), "", Phase.BOUND, Reason.BOUND,
                                                f"peered with {nb.key}", now, now, 2))
                         peers[a].append(nb)
+                        names_[a].append((nb.uid, peering_name(b)))
         finally:
             store.close()
         t1 = time.monotonic()
         with self.backend(timeout=600) as backend:
             ids = list(nets)
             for k in range(0, len(ids), chunk):
-                backend.sync({nets[i].uid: NetworkState(nets[i], tuple(sorted(peers[i], key=lambda n: n.key)))
+                backend.sync({nets[i].uid: NetworkState(nets[i], tuple(sorted(peers[i], key=lambda n: n.key)),
+                                                        tuple(sorted(names_[i])))
                               for i in ids[k:k + chunk]})
         t2 = time.monotonic()
         self.networks = nets

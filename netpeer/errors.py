@@ -55,6 +55,11 @@ class PermissionDenied(NetpeerError):
     """The token does not grant the namespace (or admin) the call needs."""
 
 
+class ResourceExhausted(NetpeerError):
+    """A quota of the caller's namespace is used up (``[quotas]`` in the
+    configuration); nothing was changed."""
+
+
 class Unavailable(NetpeerError):
     """A dependency (the OVN northbound database) cannot be reached. Nothing
     was changed; the same call can be retried."""

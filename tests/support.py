@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from netpeer.api.client import Client
-from netpeer.daemon import Config, Daemon
+from netpeer.config import Config
+from netpeer.daemon import Daemon
 from netpeer.ovn.backend import OvnBackend
 from netpeer.service import Service
 from netpeer.store.sqlite import SqliteStore

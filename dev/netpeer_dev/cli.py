@@ -16,6 +16,9 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
     up.add_argument("--chassis", action="store_true",
                     help="also start ovs-vswitchd (userspace datapath) and ovn-controller for real packets")
     up.add_argument("--sweep-interval", default="5s", help="how often netpeerd expires and repairs (default 5s)")
+    how = up.add_mutually_exclusive_group()
+    how.add_argument("--adopt-ovn", action="store_true", help="passed to netpeerd: rebuild a lost store from OVN")
+    how.add_argument("--accept-rollback", action="store_true", help="passed to netpeerd: make OVN match the store")
     for name, text in (("down", "stop everything the dev stack started"), ("status", "show the dev stack")):
         p = sub.add_parser(name, parents=[g], help=text)
         p.add_argument("--state-dir", default=None)
@@ -42,7 +45,8 @@ def run(ctx, args) -> int:
     stack = DevStack(args.state_dir)
     say = (lambda msg: sys.stderr.write(f"netpeer dev: {msg}\n"))
     if args.action == "up":
-        stack.up(args.chassis, args.sweep_interval, say)
+        serve_args = ("--adopt-ovn",) if args.adopt_ovn else ("--accept-rollback",) if args.accept_rollback else ()
+        stack.up(args.chassis, args.sweep_interval, say, serve_args)
         print(f"export NETPEER_ENDPOINT={stack.endpoint}")
         print(f"export NETPEER_TOKEN={stack.admin_token()}")
         say(f"ready. OVN NB: ovn-nbctl --db={stack.ovn.nb_remote} show")

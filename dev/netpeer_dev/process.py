@@ -21,7 +21,7 @@ from pathlib import Path
 
 from netpeer import errors
 from netpeer.api.client import Client
-from netpeer.daemon import Config
+from netpeer.config import Config
 from netpeer_dev.daemons import alive
 
 
@@ -66,8 +66,9 @@ class NetpeerdProcess:
             return None
         return pid if str(self.config_file).encode() in cmdline else None
 
-    def spawn(self, extra_env: dict[str, str] | None = None) -> int:
-        """Starts the process (without waiting for it); its pid."""
+    def spawn(self, extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> int:
+        """Starts the process (without waiting for it) with ``args`` after
+        ``serve --config FILE`` (``--adopt-ovn``...); its pid."""
         if self.pid is not None:
             raise errors.FailedPrecondition(f"netpeerd of {self.dir} is already running (pid {self.pid})")
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +78,7 @@ class NetpeerdProcess:
         env = dict(os.environ, **(extra_env or {}))
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "netpeer.cli.main", "serve", "--config", str(self.config_file)],
+                [sys.executable, "-m", "netpeer.cli.main", "serve", "--config", str(self.config_file), *args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
         self.pidfile.write_text(f"{self.proc.pid}\n")
         return self.proc.pid
@@ -104,9 +105,16 @@ class NetpeerdProcess:
                                          f"(log: {self.log}): {self.tail(300)}")
             time.sleep(0.02)
 
-    def start(self, timeout: float = 60.0, sweep: bool = False) -> dict:
-        self.spawn()
+    def start(self, timeout: float = 60.0, sweep: bool = False, args: tuple[str, ...] = ()) -> dict:
+        self.spawn(args=args)
         return self.wait_ready(timeout, sweep)
+
+    def exit_code(self, timeout: float = 60.0) -> int | None:
+        """Waits for the process (spawned by this object) to exit; its exit code."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
     def status(self) -> dict:
         with self.client(timeout=10) as c:
@@ -130,7 +138,10 @@ class NetpeerdProcess:
 
     def _check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
-            raise errors.Unavailable(f"netpeerd exited with {self.proc.returncode}: {self.tail(500)}")
+            lines = self.tail(4000).strip().splitlines() or ["(no output)"]
+            if self.proc.returncode == 2:   # refused to start: its one line says why and what to do
+                raise errors.FailedPrecondition(lines[-1].removeprefix("netpeerd: "))
+            raise errors.Unavailable(f"netpeerd exited with {self.proc.returncode}: {lines[-1]} (log: {self.log})")
 
     def kill9(self) -> None:
         """SIGKILL, and reap."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from netpeer import errors
 from netpeer.core import validate
-from netpeer.daemon import Config
+from netpeer.config import Config
 from netpeer_dev.daemons import OvnDaemons
 from netpeer_dev.process import NetpeerdProcess
 
@@ -72,7 +72,7 @@ class DevStack:
     def netpeerd_pid(self) -> int | None:
         return self.netpeerd().pid
 
-    def up(self, chassis: bool, sweep_interval: str, say) -> None:
+    def up(self, chassis: bool, sweep_interval: str, say, serve_args: tuple[str, ...] = ()) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
         if len(str(self.socket)) > 100:
@@ -90,7 +90,7 @@ class DevStack:
         netpeerd = self.netpeerd(sweep_interval)
         if netpeerd.pid is None:
             say("starting netpeerd")
-            netpeerd.start(timeout=30)
+            netpeerd.start(timeout=30, args=serve_args)
         else:
             say(f"netpeerd already running (pid {netpeerd.pid})")
 

@@ -52,6 +52,7 @@ def network_json(n: pb.Network) -> dict[str, Any]:
                       "last_phase_transition_time": _time(p, "last_phase_transition_time")} for p in n.peerings],
         "peered_networks": [{"namespace": x.namespace, "name": x.name, "uid": x.uid} for x in n.peered_networks],
         "create_time": _time(n, "create_time"), "update_time": _time(n, "update_time"), "etag": n.etag,
+        "peering_count": n.peering_count,
     }
 
 
@@ -113,9 +114,23 @@ class Client:
         c = self._call(self._tok.GetCaller, pb.GetCallerRequest())
         return {"token_id": c.token_id, "namespaces": list(c.namespaces), "admin": c.admin}
 
-    def create_token(self, namespaces: list[str], description: str = "") -> dict[str, Any]:
-        r = self._call(self._tok.CreateToken, pb.CreateTokenRequest(namespaces=namespaces, description=description))
-        return {"token": r.token, "token_id": r.token_id, "namespaces": list(r.namespaces)}
+    def create_token(self, namespaces: list[str], description: str = "",
+                     ttl: timedelta | None = None) -> dict[str, Any]:
+        req = pb.CreateTokenRequest(namespaces=namespaces, description=description)
+        if ttl is not None:
+            req.ttl.FromTimedelta(ttl)
+        r = self._call(self._tok.CreateToken, req)
+        return {"token": r.token, "token_id": r.token_id, "namespaces": list(r.namespaces),
+                "expires_at": _time(r, "expires_at")}
+
+    def list_tokens(self) -> list[dict[str, Any]]:
+        r = self._call(self._tok.ListTokens, pb.ListTokensRequest())
+        return [{"token_id": t.token_id, "namespaces": list(t.namespaces), "admin": t.admin,
+                 "description": t.description, "create_time": _time(t, "create_time"),
+                 "expires_at": _time(t, "expires_at")} for t in r.tokens]
+
+    def revoke_token(self, token_or_id: str) -> None:
+        self._call(self._tok.RevokeToken, pb.RevokeTokenRequest(token=token_or_id))
 
     # status
     def status(self) -> dict[str, Any]:
@@ -132,9 +147,10 @@ class Client:
 
     # networks
     def create_network(self, namespace: str, name: str, subnets: list[str], routes: list[str] = (),
-                       description: str = "") -> dict[str, Any]:
+                       description: str = "", validate_only: bool = False) -> dict[str, Any]:
         req = pb.CreateNetworkRequest(parent=f"namespaces/{namespace}", network_id=name, network=pb.Network(
-            subnets=list(subnets), routes=[_route_pb(r) for r in routes], description=description or ""))
+            subnets=list(subnets), routes=[_route_pb(r) for r in routes], description=description or ""),
+            validate_only=validate_only)
         return network_json(self._call(self._net.CreateNetwork, req))
 
     def get_network(self, namespace: str, name: str) -> dict[str, Any]:
@@ -152,7 +168,7 @@ class Client:
                 return out
 
     def update_network(self, namespace: str, name: str, *, subnets=None, routes=None, description=None,
-                       etag: str = "") -> dict[str, Any]:
+                       etag: str = "", validate_only: bool = False) -> dict[str, Any]:
         paths, n = [], pb.Network(name=convert.network_name(namespace, name), etag=etag)
         if subnets is not None:
             paths.append("subnets")
@@ -166,7 +182,7 @@ class Client:
         if not paths:
             return self.get_network(namespace, name)
         return network_json(self._call(self._net.UpdateNetwork, pb.UpdateNetworkRequest(
-            network=n, update_mask=field_mask_pb2.FieldMask(paths=paths))))
+            network=n, update_mask=field_mask_pb2.FieldMask(paths=paths), validate_only=validate_only)))
 
     def delete_network(self, namespace: str, name: str) -> None:
         self._call(self._net.DeleteNetwork, pb.DeleteNetworkRequest(name=convert.network_name(namespace, name)))
@@ -174,13 +190,15 @@ class Client:
     # peerings
     def create_peering(self, namespace: str, network: str, name: str, remote_network: str,
                        remote_namespace: str | None = None, remote_uid: str | None = None,
-                       ttl: timedelta | None = None, description: str = "") -> dict[str, Any]:
+                       ttl: timedelta | None = None, description: str = "",
+                       validate_only: bool = False) -> dict[str, Any]:
         p = pb.Peering(remote=pb.RemoteRef(namespace=remote_namespace or "", network=remote_network,
                                            uid=remote_uid or ""), description=description or "")
         if ttl is not None:
             p.ttl.FromTimedelta(ttl)
         return peering_json(self._call(self._net.CreatePeering, pb.CreatePeeringRequest(
-            parent=convert.network_name(namespace, network), peering_id=name, peering=p)))
+            parent=convert.network_name(namespace, network), peering_id=name, peering=p,
+            validate_only=validate_only)))
 
     def get_peering(self, namespace: str, network: str, name: str) -> dict[str, Any]:
         return peering_json(self._call(self._net.GetPeering, pb.GetPeeringRequest(
@@ -197,18 +215,23 @@ class Client:
                 return out
 
     def update_peering(self, namespace: str, network: str, name: str, *, description=None,
-                       ttl: timedelta | None = None) -> dict[str, Any]:
+                       ttl: timedelta | None = None, remote_uid: str | None = None,
+                       validate_only: bool = False) -> dict[str, Any]:
+        """``remote_uid``: re-pin the remote network ("" clears the pin)."""
         paths, p = [], pb.Peering(name=convert.peering_name(namespace, network, name))
         if description is not None:
             paths.append("description")
             p.description = description
+        if remote_uid is not None:
+            paths.append("remote.uid")
+            p.remote.uid = remote_uid
         if ttl is not None:
             paths.append("ttl")
             p.ttl.FromTimedelta(ttl)
         if not paths:
             return self.get_peering(namespace, network, name)
         return peering_json(self._call(self._net.UpdatePeering, pb.UpdatePeeringRequest(
-            peering=p, update_mask=field_mask_pb2.FieldMask(paths=paths))))
+            peering=p, update_mask=field_mask_pb2.FieldMask(paths=paths), validate_only=validate_only)))
 
     def delete_peering(self, namespace: str, network: str, name: str) -> None:
         self._call(self._net.DeletePeering, pb.DeletePeeringRequest(

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from netpeer.core.models import Network, Peering, Phase, Route
+from netpeer.core.models import Network, Peering, Phase, Route, Token
 from netpeer.core.validate import TTL_MAX, TTL_MIN, format_duration
 from netpeer.errors import InvalidArgument
 from netpeer.service import NetworkView, ServerStatus
@@ -67,11 +67,14 @@ def duration(value: timedelta) -> duration_pb2.Duration:
 def ttl_from_pb(value: duration_pb2.Duration) -> timedelta:
     """A TTL from the wire. Negative and out-of-range durations are refused
     here, before ``timedelta`` (which overflows past 999999999 days) sees them."""
+    shown = f"{value.seconds}s" if not value.nanos else f"{value.seconds}.{value.nanos:09d}s"
     if value.seconds < 0 or value.nanos < 0:
-        raise InvalidArgument.for_field("ttl", f"{value.seconds}s", "must be positive")
-    if value.seconds > TTL_MAX.total_seconds():
+        raise InvalidArgument.for_field("ttl", shown, "must be positive")
+    if value.nanos or not TTL_MIN.total_seconds() <= value.seconds <= TTL_MAX.total_seconds():
+        # Whole seconds only, like every other way of giving a TTL: 1 ns is
+        # not "unset" (it silently became the 7-day default) and 0.5 s is not 0.
         raise InvalidArgument.for_field(
-            "ttl", f"{value.seconds}s", f"must be between {format_duration(TTL_MIN)} and {format_duration(TTL_MAX)}")
+            "ttl", shown, f"must be whole seconds between {format_duration(TTL_MIN)} and {format_duration(TTL_MAX)}")
     return value.ToTimedelta()
 
 
@@ -107,7 +110,8 @@ def network_to_pb(view: NetworkView) -> pb.Network:
             last_phase_transition_time=ts(p.last_phase_transition_time)) for p in view.peerings],
         peered_networks=[pb.PeeredNetwork(namespace=ns, name=name, uid=uid)
                          for ns, name, uid in view.peered_networks],
-        create_time=ts(n.create_time), update_time=ts(n.update_time), etag=n.etag)
+        create_time=ts(n.create_time), update_time=ts(n.update_time), etag=n.etag,
+        peering_count=view.peering_count)
 
 
 def encode_page_token(last: str) -> str:
@@ -139,4 +143,12 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
         out.last_sweep.CopyFrom(report(sweeps.last))
         out.last_sweep_start_time.CopyFrom(ts(sweeps.last_started))
         out.last_sweep_end_time.CopyFrom(ts(sweeps.last_finished))
+    return out
+
+
+def token_to_pb(t: Token) -> pb.TokenInfo:
+    out = pb.TokenInfo(token_id=t.token_id, namespaces=sorted(t.namespaces), admin=t.admin,
+                       description=t.description, create_time=ts(t.create_time))
+    if t.expires_at is not None:
+        out.expires_at.CopyFrom(ts(t.expires_at))
     return out

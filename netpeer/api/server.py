@@ -1,216 +1,227 @@
-"""The gRPC server: NetworkService and TokenService, plus the standard health
-and reflection services so grpcurl and load balancers work."""
+"""The gRPC server: NetworkService, TokenService and StatusService, plus the
+standard health and reflection services so grpcurl and load balancers work.
+
+An asyncio server (``grpc.aio``) in a thread of its own: a stream that sits
+idle (reflection, health, later watches) costs a coroutine, never a thread,
+so no number of idle or slow streams, authenticated or not, can take the
+capacity the tenants' calls need. The blocking work of a call (the store,
+OVN) runs on worker pools, reads and writes apart: writers blocked on a
+frozen OVN database fill only the write pool, and reads (authentication
+included) go on at their usual speed (tests/trust/test_exposure.py). HTTP/2
+limits bound what one connection may hold (streams, idle time, age).
+"""
 
 from __future__ import annotations
 
-import functools
+import asyncio
+import dataclasses
+import ipaddress
 import logging
+import socket
+import threading
 from concurrent import futures
 
 import grpc
-from google.protobuf import empty_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from netpeer import errors
-from netpeer.api import convert
 from netpeer.api.errors import code_for
-from netpeer.core.models import Caller
+from netpeer.api.servicers import READ, WRITE, NetworkHandlers, StatusHandlers, TokenHandlers
 from netpeer.service import Service
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 
 LOG = logging.getLogger(__name__)
 
+SERVICES = ("netpeer.v1.NetworkService", "netpeer.v1.TokenService", "netpeer.v1.StatusService")
 
-def _token(context: grpc.ServicerContext) -> str | None:
-    for key, value in context.invocation_metadata():
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Capacity and HTTP/2 limits of the server."""
+
+    read_workers: int = 16            # threads for reads and authentication
+    write_workers: int = 16           # threads for writes (they serialize in the write queue anyway)
+    streams_per_connection: int = 128  # concurrent calls one connection may hold
+    connection_idle_s: int = 300      # a connection without calls is closed after this
+    connection_age_s: int = 3600      # every connection is closed (GOAWAY) after this ...
+    connection_age_grace_s: int = 60  # ... leaving its calls this long to finish
+    keepalive_s: int = 60             # the server pings idle connections this often
+    max_message_bytes: int = 4 << 20
+
+    def options(self) -> list[tuple[str, int]]:
+        return [("grpc.max_concurrent_streams", self.streams_per_connection),
+                ("grpc.max_connection_idle_ms", self.connection_idle_s * 1000),
+                ("grpc.max_connection_age_ms", self.connection_age_s * 1000),
+                ("grpc.max_connection_age_grace_ms", self.connection_age_grace_s * 1000),
+                ("grpc.keepalive_time_ms", self.keepalive_s * 1000),
+                ("grpc.keepalive_timeout_ms", 20_000),
+                ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+                ("grpc.max_receive_message_length", self.max_message_bytes),
+                ("grpc.max_send_message_length", self.max_message_bytes)]
+
+
+def _token(context) -> str | None:
+    for key, value in context.invocation_metadata() or ():
         if key == "authorization":
             scheme, _, token = value.partition(" ")
             return token.strip() if scheme.lower() == "bearer" else None
     return None
 
 
-def rpc(method):
-    """Authenticates the caller, runs the method, and maps every netpeer error
-    to its status code; anything else is logged and answered INTERNAL."""
+class _Pools:
+    def __init__(self, limits: Limits):
+        self.read = futures.ThreadPoolExecutor(limits.read_workers, thread_name_prefix="rpc-read")
+        self.write = futures.ThreadPoolExecutor(limits.write_workers, thread_name_prefix="rpc-write")
 
-    @functools.wraps(method)
-    def wrapper(self, request, context):
+    def of(self, kind: str) -> futures.ThreadPoolExecutor:
+        return self.write if kind == WRITE else self.read
+
+    def shutdown(self) -> None:
+        self.read.shutdown(wait=False, cancel_futures=True)
+        self.write.shutdown(wait=False, cancel_futures=True)
+
+
+def _unary(service: Service, pools: _Pools, kind: str, fn):
+    """An async gRPC method: authenticates on the read pool, runs ``fn`` on
+    the pool of its kind, and maps every netpeer error to its status code;
+    anything else is logged and answered INTERNAL."""
+
+    async def method(self, request, context):
+        loop = asyncio.get_running_loop()
         try:
-            caller = self.service.authenticate(_token(context))
-            return method(self, request, context, caller)
+            caller = await loop.run_in_executor(pools.read, service.authenticate, _token(context))
+            remaining = context.time_remaining()
+            if remaining is not None and remaining <= 0:
+                # Queued behind others until the caller gave up: do not act on it any more.
+                await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran")
+            return await loop.run_in_executor(pools.of(kind), fn, request, caller)
         except errors.NetpeerError as exc:
-            context.abort(code_for(exc), exc.message)
+            await context.abort(code_for(exc), exc.message)
         except Exception:
-            LOG.exception("internal error in %s", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log")
+            LOG.exception("internal error in %s", fn.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log")
 
-    return wrapper
-
-
-def _mask(update_mask, allowed: tuple[str, ...]) -> set[str]:
-    paths = set(update_mask.paths) if update_mask is not None else set()
-    for p in paths:
-        if p not in allowed:
-            raise errors.InvalidArgument.for_field("update_mask", p, f"is not updatable; use one of {', '.join(allowed)}")
-    return paths or set(allowed)
+    method.__name__ = fn.__name__
+    return method
 
 
-class NetworkServicer(pb_grpc.NetworkServiceServicer):
-    def __init__(self, service: Service):
-        self.service = service
-
-    @rpc
-    def CreateNetwork(self, request, context, caller: Caller):
-        ns = convert.parse_namespace("parent", request.parent)
-        view = self.service.create_network(
-            caller, ns, request.network_id, list(request.network.subnets),
-            convert.routes_from_pb(request.network.routes), request.network.description)
-        return convert.network_to_pb(view)
-
-    @rpc
-    def GetNetwork(self, request, context, caller: Caller):
-        ns, name = convert.parse_network_name("name", request.name)
-        return convert.network_to_pb(self.service.get_network(caller, ns, name))
-
-    @rpc
-    def ListNetworks(self, request, context, caller: Caller):
-        ns = convert.parse_namespace("parent", request.parent)
-        size = convert.page_size(request.page_size)
-        views = self.service.list_networks(caller, ns, after=convert.decode_page_token(request.page_token),
-                                           limit=size + 1)
-        more = len(views) > size
-        views = views[:size]
-        return pb.ListNetworksResponse(
-            networks=[convert.network_to_pb(v) for v in views],
-            next_page_token=convert.encode_page_token(views[-1].network.name) if more else "")
-
-    @rpc
-    def UpdateNetwork(self, request, context, caller: Caller):
-        ns, name = convert.parse_network_name("network.name", request.network.name)
-        paths = _mask(request.update_mask if request.HasField("update_mask") else None,
-                      ("description", "subnets", "routes"))
-        n = request.network
-        view = self.service.update_network(
-            caller, ns, name,
-            subnets=list(n.subnets) if "subnets" in paths else None,
-            routes=convert.routes_from_pb(n.routes) if "routes" in paths else None,
-            description=n.description if "description" in paths else None, etag=n.etag)
-        return convert.network_to_pb(view)
-
-    @rpc
-    def DeleteNetwork(self, request, context, caller: Caller):
-        ns, name = convert.parse_network_name("name", request.name)
-        self.service.delete_network(caller, ns, name, etag=request.etag)
-        return empty_pb2.Empty()
-
-    @rpc
-    def CreatePeering(self, request, context, caller: Caller):
-        ns, network = convert.parse_network_name("parent", request.parent)
-        p = request.peering
-        ttl = convert.ttl_from_pb(p.ttl) if p.HasField("ttl") else None
-        peering = self.service.create_peering(
-            caller, ns, network, request.peering_id, p.remote.namespace or None, p.remote.network,
-            p.remote.uid or None, ttl, p.description)
-        return convert.peering_to_pb(peering)
-
-    @rpc
-    def GetPeering(self, request, context, caller: Caller):
-        ns, network, name = convert.parse_peering_name("name", request.name)
-        return convert.peering_to_pb(self.service.get_peering(caller, ns, network, name))
-
-    @rpc
-    def ListPeerings(self, request, context, caller: Caller):
-        ns, network = convert.parse_network_name("parent", request.parent)
-        size = convert.page_size(request.page_size)
-        items = self.service.list_peerings(caller, ns, network, after=convert.decode_page_token(request.page_token),
-                                           limit=size + 1)
-        more = len(items) > size
-        items = items[:size]
-        return pb.ListPeeringsResponse(
-            peerings=[convert.peering_to_pb(p) for p in items],
-            next_page_token=convert.encode_page_token(items[-1].name) if more else "")
-
-    @rpc
-    def UpdatePeering(self, request, context, caller: Caller):
-        ns, network, name = convert.parse_peering_name("peering.name", request.peering.name)
-        paths = _mask(request.update_mask if request.HasField("update_mask") else None, ("description", "ttl"))
-        p = request.peering
-        ttl = None
-        if "ttl" in paths and p.HasField("ttl"):
-            ttl = convert.ttl_from_pb(p.ttl)
-        peering = self.service.update_peering(
-            caller, ns, network, name, description=p.description if "description" in paths else None,
-            ttl=ttl, etag=p.etag)
-        return convert.peering_to_pb(peering)
-
-    @rpc
-    def DeletePeering(self, request, context, caller: Caller):
-        ns, network, name = convert.parse_peering_name("name", request.name)
-        self.service.delete_peering(caller, ns, network, name, etag=request.etag)
-        return empty_pb2.Empty()
-
-
-class TokenServicer(pb_grpc.TokenServiceServicer):
-    def __init__(self, service: Service):
-        self.service = service
-
-    @rpc
-    def CreateToken(self, request, context, caller: Caller):
-        secret, token = self.service.create_token(caller, list(request.namespaces), request.description)
-        return pb.CreateTokenResponse(token=secret, token_id=token.token_id, namespaces=sorted(token.namespaces))
-
-    @rpc
-    def GetCaller(self, request, context, caller: Caller):
-        return pb.Caller(token_id=caller.token_id, namespaces=sorted(caller.namespaces), admin=caller.admin)
-
-
-class StatusServicer(pb_grpc.StatusServiceServicer):
-    def __init__(self, service: Service):
-        self.service = service
-
-    @rpc
-    def GetStatus(self, request, context, caller: Caller):
-        if not caller.admin:
-            raise errors.PermissionDenied("only an admin token may read the server status")
-        return convert.status_to_pb(self.service.status())
+def _servicer(base: type, handlers: object, service: Service, pools: _Pools):
+    """An instance of the generated servicer ``base`` whose methods are the
+    handlers of ``handlers``."""
+    methods = {}
+    for name in dir(handlers):
+        fn = getattr(handlers, name)
+        kind = getattr(fn, "netpeer_kind", None)
+        if kind in (READ, WRITE):
+            methods[name] = _unary(service, pools, kind, fn)
+    return type(base.__name__, (base,), methods)()
 
 
 def is_local_address(address: str) -> bool:
-    """Unix sockets and loopback listeners may run without TLS."""
+    """Unix sockets, and addresses whose host resolves to loopback only, may
+    run without TLS. The check is on the resolved addresses, never on the
+    spelling: ``127.0.0.1.evil.example`` resolving elsewhere is not loopback."""
     if address.startswith("unix:"):
         return True
     host = address.rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+    if not host:
+        return False
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError):
+        return False
+    resolved = {info[4][0] for info in infos}
+    return bool(resolved) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in resolved)
+
+
+def check_listen(address: str, tls: bool) -> None:
+    """Refuses a plaintext listener anywhere but loopback or a unix socket."""
+    if not tls and not is_local_address(address):
+        raise errors.InvalidArgument.for_field(
+            "listen", address, "is not loopback or a unix socket: configure [tls] cert and key")
+
+
+class Server:
+    """netpeerd's gRPC server, serving from an event loop in its own thread.
+    ``port`` is the bound TCP port (0 for unix sockets)."""
+
+    def __init__(self, service: Service, address: str, *, tls_cert: bytes | None = None,
+                 tls_key: bytes | None = None, client_ca: bytes | None = None, limits: Limits = Limits()):
+        check_listen(address, tls=tls_cert is not None)
+        self.service = service
+        self.address = address
+        self.limits = limits
+        self._pools = _Pools(limits)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-aio", daemon=True)
+        self._thread.start()
+        try:
+            self.port = self._call(self._build(tls_cert, tls_key, client_ca))
+        except BaseException:
+            self._close_loop()
+            raise
+
+    def _call(self, coro, timeout: float | None = 30):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _build(self, tls_cert, tls_key, client_ca) -> int:
+        self._server = grpc.aio.server(options=self.limits.options())
+        for base, adder, handlers in (
+                (pb_grpc.NetworkServiceServicer, pb_grpc.add_NetworkServiceServicer_to_server, NetworkHandlers),
+                (pb_grpc.TokenServiceServicer, pb_grpc.add_TokenServiceServicer_to_server, TokenHandlers),
+                (pb_grpc.StatusServiceServicer, pb_grpc.add_StatusServiceServicer_to_server, StatusHandlers)):
+            adder(_servicer(base, handlers(self.service), self.service, self._pools), self._server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        for name in ("",) + SERVICES:
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        reflection.enable_server_reflection(
+            SERVICES + (health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            self._server)
+        if tls_cert is not None:
+            creds = grpc.ssl_server_credentials([(tls_key, tls_cert)], root_certificates=client_ca,
+                                                require_client_auth=client_ca is not None)
+            return self._server.add_secure_port(self.address, creds)
+        return self._server.add_insecure_port(self.address)
+
+    def start(self) -> "Server":
+        self._call(self._server.start())
+        return self
+
+    def set_serving(self, serving: bool) -> None:
+        """What the standard health service answers for netpeer's services."""
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+
+        async def update():
+            for name in ("",) + SERVICES:
+                await self.health.set(name, status)
+        self._call(update())
+
+    def stop(self, grace: float = 2.0) -> threading.Event:
+        """Stops serving (calls in flight get ``grace`` seconds); returns a set Event."""
+        try:
+            self._call(self._server.stop(grace), timeout=grace + 30)
+        finally:
+            self._pools.shutdown()
+            self._close_loop()
+        done = threading.Event()
+        done.set()
+        return done
+
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        if not self._loop.is_running():
+            self._loop.close()
 
 
 def build_server(service: Service, address: str, *, tls_cert: bytes | None = None, tls_key: bytes | None = None,
-                 client_ca: bytes | None = None, workers: int = 16) -> tuple[grpc.Server, int]:
-    """A started-ready (not yet started) server listening on ``address``.
-    Returns the server and the bound port (0 for unix sockets)."""
-    if tls_cert is None and not is_local_address(address):
-        raise errors.InvalidArgument.for_field(
-            "listen", address, "is not loopback or a unix socket: configure tls_cert and tls_key")
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"))
-    pb_grpc.add_NetworkServiceServicer_to_server(NetworkServicer(service), server)
-    pb_grpc.add_TokenServiceServicer_to_server(TokenServicer(service), server)
-    pb_grpc.add_StatusServiceServicer_to_server(StatusServicer(service), server)
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in ("", "netpeer.v1.NetworkService", "netpeer.v1.TokenService", "netpeer.v1.StatusService"):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    reflection.enable_server_reflection((
-        pb.DESCRIPTOR.services_by_name["NetworkService"].full_name,
-        pb.DESCRIPTOR.services_by_name["TokenService"].full_name,
-        pb.DESCRIPTOR.services_by_name["StatusService"].full_name,
-        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-        reflection.SERVICE_NAME), server)
-    if tls_cert is not None:
-        creds = grpc.ssl_server_credentials([(tls_key, tls_cert)], root_certificates=client_ca,
-                                            require_client_auth=client_ca is not None)
-        port = server.add_secure_port(address, creds)
-    else:
-        port = server.add_insecure_port(address)
-    server.health = health_servicer  # type: ignore[attr-defined]
-    return server, port
+                 client_ca: bytes | None = None, limits: Limits = Limits()) -> tuple[Server, int]:
+    """A bound (not yet started) server on ``address`` and its port (0 for unix sockets)."""
+    server = Server(service, address, tls_cert=tls_cert, tls_key=tls_key, client_ca=client_ca, limits=limits)
+    return server, server.port
+
+
+__all__ = ["Server", "Limits", "build_server", "check_listen", "is_local_address", "pb"]

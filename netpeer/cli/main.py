@@ -29,7 +29,10 @@ def _globals() -> argparse.ArgumentParser:
     g = argparse.ArgumentParser(add_help=False)
     s = argparse.SUPPRESS
     g.add_argument("--endpoint", default=s, help="netpeerd address (env NETPEER_ENDPOINT), e.g. unix:///path or host:port")
-    g.add_argument("--token", default=s, help="bearer token (env NETPEER_TOKEN)")
+    g.add_argument("--token-file", default=s, metavar="PATH",
+                   help="read the bearer token from this file (env NETPEER_TOKEN_FILE); preferred over --token")
+    g.add_argument("--token", default=s, help="bearer token (env NETPEER_TOKEN); visible to other users in ps: "
+                                              "prefer --token-file or the environment")
     g.add_argument("--ca-cert", default=s, help="CA certificate for TLS (env NETPEER_CA_CERT)")
     g.add_argument("--client-cert", default=s, help="client certificate for mutual TLS (env NETPEER_CLIENT_CERT)")
     g.add_argument("--client-key", default=s, help="client key for mutual TLS (env NETPEER_CLIENT_KEY)")
@@ -54,6 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     sv = sub.add_parser("serve", parents=[g], help="run netpeerd")
     sv.add_argument("--config", required=True, help="TOML configuration file")
+    how = sv.add_mutually_exclusive_group()
+    how.add_argument("--adopt-ovn", action="store_true",
+                     help="the store was lost or is older than OVN: rebuild it from OVN's rows of netpeer")
+    how.add_argument("--accept-rollback", action="store_true",
+                     help="the store is older than OVN on purpose: make OVN match it (deletes what it does not know)")
+
+    db = sub.add_parser("db", help="the store").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    up = db.add_parser("upgrade", parents=[g], help="apply the store's schema migrations, then exit")
+    up.add_argument("--config", required=True, help="TOML configuration file")
 
     sub.add_parser("status", parents=[g], help="the server's status: OVN connection, sweeps (admin only)")
 
@@ -63,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
                         conflict_handler="resolve")
     tc.add_argument("--namespace", "-n", dest="token_namespaces", action="append", required=True, metavar="NS")
     tc.add_argument("--description", default="")
+    tc.add_argument("--ttl", help="the token stops working after this long (like 30d, 12h); default: never")
     tok.add_parser("whoami", parents=[g], help="show what the current token grants")
+    tok.add_parser("list", parents=[g], help="list every token (admin only; secrets are never shown)")
+    tr = tok.add_parser("revoke", parents=[g], help="revoke a token at once (admin only)")
+    tr.add_argument("token_or_id", metavar="TOKEN_OR_ID", help="the token's id (as `token list` shows it) or the token")
 
     net = sub.add_parser("network", help="networks").add_subparsers(dest="action", required=True, parser_class=_Parser)
     c = net.add_parser("create", parents=[g], help="create a network")
@@ -115,7 +131,8 @@ class Context:
         self.args = args
         env = os.environ
         self.endpoint = getattr(args, "endpoint", None) or env.get("NETPEER_ENDPOINT", "")
-        self.token = getattr(args, "token", None) or env.get("NETPEER_TOKEN", "")
+        self.token = _token_from(getattr(args, "token_file", None) or env.get("NETPEER_TOKEN_FILE"),
+                                 getattr(args, "token", None) or env.get("NETPEER_TOKEN", ""))
         self.ca_cert = getattr(args, "ca_cert", None) or env.get("NETPEER_CA_CERT")
         self.client_cert = getattr(args, "client_cert", None) or env.get("NETPEER_CLIENT_CERT")
         self.client_key = getattr(args, "client_key", None) or env.get("NETPEER_CLIENT_KEY")
@@ -145,10 +162,32 @@ class Context:
             + (", ".join(who["namespaces"]) if who["namespaces"] else "every namespace (admin)"))
 
 
+def _token_from(path: str | None, token: str) -> str:
+    """The token: from ``path`` when given (a file readable by its owner only
+    is best), else ``token``."""
+    if not path:
+        return token
+    try:
+        text = open(os.path.expanduser(path), encoding="utf-8").read().strip()
+    except OSError as exc:
+        raise errors.InvalidArgument.for_field("--token-file", path, f"cannot be read ({exc.strerror})") from None
+    if not text or len(text.split()) != 1:
+        raise errors.InvalidArgument.for_field("--token-file", path, "must hold exactly one token")
+    return text
+
+
+def parse_token_id(value: str) -> str:
+    parts = value.strip().split("_")
+    return parts[1] if len(parts) == 3 and parts[0] == "np" else value.strip()
+
+
 def _split_remote(value: str, default_ns: str) -> tuple[str, str]:
     if value.count("/") > 1:
         raise errors.InvalidArgument.for_field("remote", value, "must be REMOTE_NETWORK or REMOTE_NS/REMOTE_NETWORK")
-    ns, _, net = value.rpartition("/")
+    ns, slash, net = value.rpartition("/")
+    if slash and not ns:
+        raise errors.InvalidArgument.for_field("remote", value, "has an empty namespace before '/': write "
+                                               "REMOTE_NS/REMOTE_NETWORK, or REMOTE_NETWORK for your own namespace")
     return (ns or default_ns), net
 
 
@@ -159,18 +198,40 @@ def run(args: argparse.Namespace) -> int:
         from netpeer_dev import cli as dev_cmds
         return dev_cmds.run(ctx, args)
     if cmd == "serve":
-        from netpeer.daemon import Config, serve
-        return serve(Config.load(args.config))
+        from netpeer.config import Config
+        from netpeer.daemon import serve
+        from netpeer.service.epoch import Mode
+        mode = Mode.ADOPT if args.adopt_ovn else Mode.ACCEPT_ROLLBACK if args.accept_rollback else Mode.CHECK
+        return serve(Config.load(args.config), mode)
+    if cmd == "db":
+        from netpeer.config import Config
+        from netpeer.store.sqlite import SqliteStore
+        config = Config.load(args.config)
+        store = SqliteStore(config.store, upgrade=True)
+        try:
+            done, version = store.applied, store.schema_version()
+        finally:
+            store.close()
+        print(f"store {config.store}: schema version {version}"
+              + (f" (applied migration {', '.join(map(str, done))})" if done else " (up to date)"))
+        return 0
     if cmd == "status":
         output.emit(ctx.client.status(), ctx.output, output.status_detail)
         return 0
     if cmd == "token":
         if action == "create":
-            r = ctx.client.create_token(args.token_namespaces, args.description)
+            ttl = validate.ttl("--ttl", args.ttl) if args.ttl else None
+            r = ctx.client.create_token(args.token_namespaces, args.description, ttl)
             if ctx.output == "json":
                 output.emit(r, "json", None)
             else:
                 print(r["token"])
+        elif action == "list":
+            output.emit(ctx.client.list_tokens(), ctx.output, output.tokens_table)
+        elif action == "revoke":
+            ctx.client.revoke_token(args.token_or_id)
+            if ctx.output == "json":
+                output.emit({"revoked": parse_token_id(args.token_or_id)}, "json", None)
         else:
             output.emit(ctx.client.caller(), ctx.output, lambda w: output.table(
                 ["TOKEN ID", "NAMESPACES", "ADMIN"], [[w["token_id"], ", ".join(w["namespaces"]), w["admin"]]]))

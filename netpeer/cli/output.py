@@ -58,6 +58,9 @@ def network_detail(n: dict) -> str:
     lines += ["peerings:"] + [
         f"  - {p['name']}: {p['remote_namespace']}/{p['remote_network']} {p['phase']} ({p['reason']}) "
         f"since {p['last_phase_transition_time']}" for p in n["peerings"]]
+    more = n.get("peering_count", 0) - len(n["peerings"])
+    if more > 0:
+        lines.append(f"  ... and {more} more (netpeer peering list {n['name']})")
     lines += ["peered_networks:"] + [f"  - {x['namespace']}/{x['name']} ({x['uid']})" for x in n["peered_networks"]]
     return "\n".join(lines)
 
@@ -74,3 +77,9 @@ def status_detail(s: dict) -> str:
         f"last sweep:  {report(s['last_sweep'])}"
         + (f" ({s['last_sweep_start_time']} .. {s['last_sweep_end_time']})" if s["last_sweep"] else ""),
         f"all sweeps:  {report(s['sweep_totals'])}"])
+
+
+def tokens_table(items: list[dict]) -> str:
+    return table(["TOKEN ID", "NAMESPACES", "ADMIN", "DESCRIPTION", "CREATED", "EXPIRES"],
+                 [[t["token_id"], ", ".join(t["namespaces"]), t["admin"], t["description"], t["create_time"],
+                   t["expires_at"] or "never"] for t in items])

@@ -32,8 +32,8 @@ class World(Protocol):
     def peerings_of(self, network: NetworkKey) -> list[Peering]:
         """The peerings declared on ``network``."""
 
-    def peerings_towards(self, network: NetworkKey) -> list[Peering]:
-        """The peerings (of any namespace) whose remote is ``network``."""
+    def bound_peerings_of(self, network: NetworkKey) -> list[Peering]:
+        """The Bound peerings declared on ``network``."""
 
     def put_peering(self, peering: Peering) -> None: ...
 
@@ -57,14 +57,44 @@ def partner(world: World, p: Peering) -> tuple[Peering, Network, Network] | None
     return q, local, remote
 
 
+def replaced(world: World, p: Peering) -> Network | None:
+    """The network now under ``p``'s remote name, when it is a new one (not
+    the uid ``p`` is pinned to) whose own half names ``p``'s network: the
+    only thing in the way of a pair is ``p``'s pin. Revealed only to a half
+    whose remote consents to it, so nothing can be enumerated this way."""
+    if not p.remote_uid:
+        return None
+    q = world.find_peering_to(p.remote_key, p.network_key)
+    if q is None:
+        return None
+    local, remote = world.get_network(p.network_key), world.get_network(p.remote_key)
+    if local is None or remote is None or remote.uid == p.remote_uid or q.remote_uid not in (None, local.uid):
+        return None
+    return remote
+
+
+def _unmatched(p: Peering, world: World, now: datetime) -> Peering | None:
+    """What an unmatched half becomes, or None when it stays as it is."""
+    newcomer = replaced(world, p)
+    if newcomer is not None:
+        return p.transition(Phase.PENDING, Reason.REMOTE_REPLACED,
+                            f"{p.remote_key} was deleted and re-created (uid now {newcomer.uid}); this peering is "
+                            f"pinned to the old one ({p.remote_uid}): update its remote_uid to {newcomer.uid} "
+                            "(or clear it) to peer with the new one", now)
+    if p.phase == Phase.PENDING and p.reason != Reason.REMOTE_REPLACED:
+        return None
+    # The other half (or its network) went away: RemoteWithdrawn.
+    return p.transition(Phase.PENDING, Reason.REMOTE_WITHDRAWN, f"{p.remote_key} no longer consents to this peering",
+                        now)
+
+
 def bound_peers(world: World, network: NetworkKey) -> list[Network]:
     """The networks ``network`` is Bound to, in a stable order."""
     out = []
-    for p in world.peerings_of(network):
-        if p.phase == Phase.BOUND:
-            peer = world.get_network(p.remote_key)
-            if peer is not None:
-                out.append(peer)
+    for p in world.bound_peerings_of(network):
+        peer = world.get_network(p.remote_key)
+        if peer is not None:
+            out.append(peer)
     return sorted(out, key=lambda n: n.key)
 
 
@@ -132,9 +162,7 @@ def resolve(world: World, keys: Iterable[PeeringKey], now: datetime) -> list[tup
     for stale in candidates:
         p = world.get_peering(stale.key)
         if p is not None and p.phase != Phase.PENDING and partner(world, p) is None:
-            # The other half (or its network) went away: RemoteWithdrawn.
-            put(p.transition(Phase.PENDING, Reason.REMOTE_WITHDRAWN,
-                             f"{p.remote_key} no longer consents to this peering", now), p)
+            put(_unmatched(p, world, now), p)
 
     for stale in candidates:
         p = world.get_peering(stale.key)  # may have changed as a partner
@@ -142,11 +170,9 @@ def resolve(world: World, keys: Iterable[PeeringKey], now: datetime) -> list[tup
             continue
         match = partner(world, p)
         if match is None:
-            if p.phase == Phase.PENDING:
-                continue
-            # The other half (or its network) went away: RemoteWithdrawn.
-            put(p.transition(Phase.PENDING, Reason.REMOTE_WITHDRAWN,
-                             f"{p.remote_key} no longer consents to this peering", now), p)
+            new = _unmatched(p, world, now)
+            if new is not None:
+                put(new, p)
             continue
         q, local, remote = match
         if p.phase == Phase.BOUND and q.phase == Phase.BOUND:
@@ -166,14 +192,22 @@ def resolve(world: World, keys: Iterable[PeeringKey], now: datetime) -> list[tup
 
 def affected_by(world: World, networks: Iterable[NetworkKey]) -> set[PeeringKey]:
     """The peerings whose phase may change when ``networks`` change: their own
-    peerings, those pointing at them, and those of their Bound peers (a pair
-    that failed because of one of them may now bind)."""
+    peerings and the other halves of those, for them and for their Bound
+    peers (a pair that failed because of one of them may now bind).
+
+    A half pointing at a network without a half pointing back can only be
+    Pending, whatever that network does: it is not read. So a network's own
+    writes cost the same whether none or thousands of one-sided halves point
+    at it (tests/trust/test_exposure.py)."""
     keys: set[PeeringKey] = set()
     scope: set[NetworkKey] = set()
     for n in networks:
         scope.add(n)
         scope.update(peer.key for peer in bound_peers(world, n))  # one hop is enough
     for n in scope:
-        keys.update(p.key for p in world.peerings_of(n))
-        keys.update(p.key for p in world.peerings_towards(n))
+        for p in world.peerings_of(n):
+            keys.add(p.key)
+            other = world.find_peering_to(p.remote_key, n)
+            if other is not None:
+                keys.add(other.key)
     return keys

@@ -22,10 +22,27 @@ class NetworkState:
 
     network: Network
     peers: tuple[Network, ...] = ()
+    #: (peer uid, name of this network's peering towards it), for people and
+    #: for rebuilding a lost store from the dataplane (``--adopt-ovn``).
+    peering_names: tuple[tuple[str, str], ...] = ()
 
     @property
     def uid(self) -> str:
         return self.network.uid
+
+    def peering_name(self, peer_uid: str) -> str:
+        return dict(self.peering_names).get(peer_uid, "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stamp:
+    """Which store wrote the dataplane last, and how far it had got: the
+    store's id and its generation (one more per write that changed the
+    dataplane). Written in the same dataplane transaction as the rows, so
+    the two can always be compared (``netpeer.service.epoch``)."""
+
+    store_id: str
+    generation: int
 
 
 #: uid -> the state a network should have, or None: the network is gone and
@@ -59,19 +76,25 @@ class Dataplane(Protocol):
     def connected(self) -> bool:
         """Whether the dataplane can be reached now."""
 
-    def sync(self, desired: Desired) -> SyncReport:
-        """One transaction that makes these networks look as desired; other
-        networks are left alone. Idempotent."""
+    def sync(self, desired: Desired, stamp: Stamp | None = None) -> SyncReport:
+        """One transaction that makes these networks look as desired (and
+        records ``stamp``); other networks are left alone. Idempotent."""
+
+    def read_stamp(self) -> Stamp | None:
+        """The stamp of the last sync, if any."""
+
+    def count_owned(self) -> int:
+        """How many rows (or objects) of ours the dataplane holds."""
 
     def drifted(self, desired: Desired) -> set[str]:
         """The uids of ``desired`` whose dataplane differs; changes nothing."""
 
-    def has_strays(self, keep: Iterable[str]) -> bool:
-        """Whether the dataplane holds anything of ours that belongs to no
-        network of ``keep`` (left by a crash, or renamed by hand); changes nothing."""
+    def count_strays(self, keep: Iterable[str]) -> tuple[int, int]:
+        """(rows of ours that belong to no network of ``keep``, all rows of
+        ours): left by a crash, renamed by hand, or a lost store. Changes nothing."""
 
     def remove_strays(self, keep: Iterable[str]) -> SyncReport:
-        """One transaction that removes everything ``has_strays`` would find."""
+        """One transaction that removes the strays ``count_strays`` counts."""
 
     def close(self) -> None:
         """Releases the connection."""

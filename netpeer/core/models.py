@@ -28,6 +28,9 @@ class Reason:
     BOUND = "Bound"
     OVERLAPPING_PREFIXES = "OverlappingPrefixes"
     REMOTE_WITHDRAWN = "RemoteWithdrawn"
+    # The remote network was deleted and re-created (a new uid) and the new
+    # one consents, but this half is pinned to the old one: re-pin to bind.
+    REMOTE_REPLACED = "RemoteReplaced"
 
 
 def utcnow() -> datetime:
@@ -159,6 +162,17 @@ class Peering:
 
 
 @dataclasses.dataclass(frozen=True)
+class Quotas:
+    """Per-namespace limits (``[quotas]`` in the configuration). They bound
+    what one tenant can make the service hold and work through: the store's
+    rows, the expiry sweep, the size of an answer."""
+
+    networks_per_namespace: int = 1000
+    peerings_per_network: int = 500
+    pending_peerings_per_namespace: int = 2000   # Pending or Failed halves, all networks of the namespace
+
+
+@dataclasses.dataclass(frozen=True)
 class Caller:
     """Who made a request: the token's id, the namespaces it grants, admin."""
 
@@ -178,3 +192,7 @@ class Token:
     admin: bool
     description: str = ""
     create_time: datetime = dataclasses.field(default_factory=utcnow)
+    expires_at: datetime | None = None   # None: never
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now

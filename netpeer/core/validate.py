@@ -80,8 +80,8 @@ def _network(field: str, value: object) -> netaddr.IPNetwork:
     address, _, length = value.strip().partition("/")
     try:
         ip = netaddr.IPAddress(address, flags=netaddr.INET_PTON)  # no legacy shorthands
-        if not length.isdigit() or len(length) > 3:
-            raise ValueError
+        if not length.isdigit() or len(length) > 3 or (length.startswith("0") and length != "0"):
+            raise ValueError  # "/024" is not a prefix length anyone means
         net = netaddr.IPNetwork(f"{ip}/{int(length)}")
     except (netaddr.AddrFormatError, ValueError, TypeError):
         raise InvalidArgument.for_field(field, value, "is not a CIDR prefix (like 10.0.0.0/24)") from None
@@ -146,6 +146,11 @@ def prefixes(subnets: object, routes: object) -> tuple[tuple[str, ...], tuple[Ro
         hop = None
         if r.next_hop:
             hop = _next_hop(f"routes[{i}].next_hop", r.next_hop, clean_subnets)
+            family = netaddr.IPNetwork(prefix).version
+            if netaddr.IPAddress(hop).version != family:
+                raise InvalidArgument.for_field(f"routes[{i}].next_hop", r.next_hop,
+                                                f"is an IPv{6 if family == 4 else 4} address for the IPv{family} "
+                                                f"prefix {prefix}: a route's next hop must be of its family")
         clean_routes.append(Route(prefix, hop))
     labelled = [(f"subnets[{i}]", netaddr.IPNetwork(s)) for i, s in enumerate(clean_subnets)]
     labelled += [(f"routes[{i}].prefix", netaddr.IPNetwork(r.prefix)) for i, r in enumerate(clean_routes)]

@@ -8,7 +8,7 @@ rewrites columns that drifted and deletes what should not be there. It reads
 the IDL's replica at run time, so re-running it (ovsdbapp retries commands
 after a reconnect) is idempotent. Only rows tagged with our owner in
 ``external_ids`` are ever changed or deleted. Read-only commands
-(``FindDrift``, ``FindStrays``) share the row lookups with the writers
+(``FindDrift``, ``CountStrays``, ``ReadStamp``) share the row lookups with the writers
 through ``_OwnedRows`` and never change anything.
 
 Failures come out typed: ``Unavailable`` (unreachable, timed out),
@@ -32,7 +32,7 @@ from ovsdbapp.backend.ovs_idl import command as ovs_command
 from ovsdbapp.backend.ovs_idl import connection, idlutils
 from ovsdbapp.schema.ovn_northbound import impl_idl
 
-from netpeer.core.dataplane import Desired, SyncReport
+from netpeer.core.dataplane import Desired, Stamp, SyncReport
 from netpeer.errors import FailedPrecondition, Unavailable
 from netpeer.ovn import _idl, names, rows
 from netpeer.ovn.ports import InstancePort, InstancePorts
@@ -70,6 +70,10 @@ def _norm(value):
 
 class ForeignRowConflict(Exception):
     """A row that is not ours has the name of one of our rows."""
+
+
+class _Refused(Exception):
+    """The NB database refused a transaction (its error is the cause)."""
 
 
 class _OwnedRows(ovs_command.BaseCommand):
@@ -150,18 +154,34 @@ class _OwnedRows(ovs_command.BaseCommand):
 
 class SyncNetworks(_OwnedRows):
     """Make the rows of each network in ``desired`` (uid -> rows, or None to
-    remove the network) match."""
+    remove the network) match, and record ``stamp`` on the state marker."""
 
-    def __init__(self, api, owner: str, desired: Mapping[str, list[Row] | None]):
+    def __init__(self, api, owner: str, desired: Mapping[str, list[Row] | None], stamp: Stamp | None = None):
         super().__init__(api, owner)
         self.desired = desired
+        self.stamp = stamp
 
     def run_idl(self, txn):
         report = SyncReport()
         created_roots: dict[tuple[str, str], object] = {}
         for uid, wanted in self.desired.items():
             report += self._sync_one(txn, uid, wanted or [], created_roots)
+        if self.stamp is not None:
+            self._write_stamp(txn, rows.state_row(self.owner, self.stamp.store_id, self.stamp.generation))
         self.result = report
+
+    def _write_stamp(self, txn, want: Row) -> None:
+        row = self._lookup(want.table, want.columns["name"])
+        if row is None:
+            row = txn.insert(self.api.tables[want.table])
+            row.name = want.columns["name"]
+            row.external_ids = dict(want.external_ids)
+            return
+        if _get(row, "external_ids").get(names.STATE_OF) != self.owner:
+            raise ForeignRowConflict(f"{want.table} {want.columns['name']} exists but is not netpeer's state marker "
+                                     f"(owner {self.owner!r}); remove or rename it")
+        if _get(row, "external_ids") != dict(want.external_ids):
+            row.external_ids = dict(want.external_ids)
 
     def _sync_one(self, txn, uid: str, wanted: list[Row], created_roots) -> SyncReport:
         actual = self._actual(uid)
@@ -252,15 +272,32 @@ class FindDrift(_OwnedRows):
         self.result = drifted
 
 
-class FindStrays(_OwnedRows):
-    """Read-only: whether any row we own belongs to no network of ``keep``."""
+class CountStrays(_OwnedRows):
+    """Read-only: (rows we own that belong to no network of ``keep``, rows we
+    own); with ``keep`` None, only the second."""
 
-    def __init__(self, api, owner: str, keep: frozenset[str]):
+    def __init__(self, api, owner: str, keep: frozenset[str] | None):
         super().__init__(api, owner)
         self.keep = keep
 
     def run_idl(self, txn):
-        self.result = next(iter(self._strays(self.keep)), None) is not None
+        strays = sum(1 for _ in self._strays(self.keep)) if self.keep is not None else 0
+        total = sum(1 for table in ROOT_TABLES for row in self.api.tables[table].rows.values() if self._ours(row))
+        total += sum(1 for table, column in CHILD_COLUMNS for parent in self.api.tables[table].rows.values()
+                     for child in _get(parent, column) if self._ours(child))
+        self.result = (strays, total)
+
+
+class ReadStamp(_OwnedRows):
+    def run_idl(self, txn):
+        row = self._lookup("Address_Set", names.state_marker(self.owner))
+        self.result = None
+        if row is not None and _get(row, "external_ids").get(names.STATE_OF) == self.owner:
+            ext = _get(row, "external_ids")
+            try:
+                self.result = Stamp(ext[names.STORE_ID], int(ext[names.GENERATION]))
+            except (KeyError, ValueError):
+                self.result = None
 
 
 class OvnBackend:
@@ -340,9 +377,28 @@ class OvnBackend:
 
     def _run(self, make: Callable[[object], ovs_command.BaseCommand], what: str):
         """Runs one command in one NB transaction; the command's result.
-        Every failure comes out as ``Unavailable`` or ``FailedPrecondition``."""
-        api = self._ready_api()
-        cmd = make(api)
+        Every failure comes out as ``Unavailable`` or ``FailedPrecondition``.
+
+        A refusal is tried once more after the replica moved on: a transaction
+        that timed out may commit later (OVSDB writes are at-least-once, e.g.
+        across an NB leader change), and a command that read the replica just
+        before that late commit arrived would insert a row that now exists.
+        Re-run on a fresh replica, the idempotent command finds it."""
+        for attempt in (1, 2):
+            api = self._ready_api()
+            seqno = api.idl.change_seqno
+            try:
+                return self._commit(api, make(api), what)
+            except _Refused as exc:
+                if attempt == 2:
+                    raise FailedPrecondition(
+                        f"OVN refused the change ({str(exc.__cause__)[:200]}); nothing was changed. netpeerd's "
+                        "repair sweep restores hand-edited rows: retry after it ran") from exc.__cause__
+                deadline = time.monotonic() + 1.0
+                while api.idl.change_seqno == seqno and time.monotonic() < deadline:
+                    time.sleep(0.02)
+
+    def _commit(self, api, cmd, what: str):
         txn = _idl.Transaction(api, api.ovsdb_connection, self.timeout, check_error=True, log_errors=False)
         txn.add(cmd)
         try:
@@ -366,9 +422,7 @@ class OvnBackend:
                 # left a row holding one of our unique names): a state
                 # problem, not bad input and not a crash. The sweep clears it.
                 LOG.warning("OVN NB refused %s: %.300s", what, exc)
-                raise FailedPrecondition(
-                    f"OVN refused the change ({str(exc)[:200]}); nothing was changed. netpeerd's repair "
-                    "sweep restores hand-edited rows: retry after it ran") from exc
+                raise _Refused() from exc
             if not _idl.session_connected(api.idl) or txn.status is not None:
                 # Lost the connection, or gave up retrying (TRY_AGAIN) past the timeout.
                 LOG.warning("OVN NB %s failed (%s: %.200s)", what, exc.__class__.__name__, exc)
@@ -382,10 +436,10 @@ class OvnBackend:
         return {uid: rows.desired_rows(self.owner, state) if state is not None else None
                 for uid, state in desired.items()}
 
-    def sync(self, desired: Desired) -> SyncReport:
-        """One NB transaction that makes the rows of these networks match."""
+    def sync(self, desired: Desired, stamp: Stamp | None = None) -> SyncReport:
+        """One NB transaction that makes the rows of these networks match (and records ``stamp``)."""
         wanted = self._rows(desired)
-        return self._run(lambda api: SyncNetworks(api, self.owner, wanted), "sync") or SyncReport()
+        return self._run(lambda api: SyncNetworks(api, self.owner, wanted, stamp), "sync") or SyncReport()
 
     def drifted(self, desired: Desired) -> set[str]:
         """The networks of ``desired`` whose OVN rows differ from it; changes nothing."""
@@ -393,9 +447,20 @@ class OvnBackend:
         result = self._run(lambda api: FindDrift(api, self.owner, wanted), "drift check")
         return result if result is not None else set(desired)
 
-    def has_strays(self, keep: Iterable[str]) -> bool:
+    def count_strays(self, keep: Iterable[str]) -> tuple[int, int]:
         keep_ = frozenset(keep)
-        return bool(self._run(lambda api: FindStrays(api, self.owner, keep_), "stray check"))
+        return self._run(lambda api: CountStrays(api, self.owner, keep_), "stray check")
+
+    def count_owned(self) -> int:
+        return self._run(lambda api: CountStrays(api, self.owner, None), "row count")[1]
+
+    def read_stamp(self) -> Stamp | None:
+        return self._run(lambda api: ReadStamp(api, self.owner), "stamp read")
+
+    def read_back(self) -> list:
+        """The networks and Bound pairs our rows describe (``--adopt-ovn``)."""
+        from netpeer.ovn.adopt import ReadBack
+        return self._run(lambda api: ReadBack(api, self.owner), "read back") or []
 
     def remove_strays(self, keep: Iterable[str]) -> SyncReport:
         keep_ = frozenset(keep)

@@ -19,6 +19,10 @@ NETWORK = "netpeer:network"    # uid of the network the row belongs to
 NAMESPACE = "netpeer:namespace"
 DISPLAY = "netpeer:name"       # namespace/name, for people reading ovn-nbctl output
 PEER = "netpeer:peer"          # uid of the peer network, on per-peering rows
+PEERING = "netpeer:peering"    # the name of the network's peering towards PEER, on its peer port
+STATE_OF = "netpeer:state-of"  # on the state marker (not netpeer:owner: it is no dataplane row): its owner
+STORE_ID = "netpeer:store-id"  # on the state marker: which store wrote OVN last ...
+GENERATION = "netpeer:generation"  # ... and how far it had got (netpeer.service.epoch)
 
 
 def _short(uid: str) -> str:
@@ -53,6 +57,13 @@ def instance_port(uid: str, instance: str) -> str:
 def address_set(uid: str, version: int) -> str:
     """The address set of a network's prefixes of one IP version."""
     return f"np_{_short(uid)}_ip{version}"
+
+
+def state_marker(owner: str) -> str:
+    """The address set (with no addresses, referenced by nothing) that carries
+    the store's stamp. An address set because OVN 23.03 handles their
+    changes incrementally: writing it costs ovn-northd no recompute."""
+    return f"np_state_{owner.replace('-', '_')}"
 
 
 def router_mac(uid: str) -> str:

@@ -31,6 +31,7 @@ from netpeer.ovn import names
 # the switch goes.
 MANAGED_KINDS = frozenset({"router", "switch", "lan-port", "peer-port", "route", "policy", "address-set"})
 INSTANCE_KIND = "instance"
+STATE_KIND = "state"   # the stamp's marker row (names.state_marker)
 
 # Tables whose rows are found by name (roots), and the columns that hold the
 # rows hanging under them.
@@ -103,6 +104,13 @@ def root_ident(table: str, uid: str, version: int | None = None) -> str:
     raise ValueError(f"{table} is not a root table of a network")
 
 
+def state_row(owner: str, store_id: str, generation: int) -> Row:
+    """The marker row carrying the store's stamp."""
+    name = names.state_marker(owner)
+    return Row("Address_Set", f"state/{owner}", STATE_KIND, {"name": name, "addresses": []},
+               {names.STATE_OF: owner, names.STORE_ID: store_id, names.GENERATION: str(generation)})
+
+
 def root_names(uid: str) -> list[tuple[str, str]]:
     """(table, name) of every root row a network may have."""
     return [("Logical_Router", names.router(uid)), ("Logical_Switch", names.switch(uid)),
@@ -130,11 +138,13 @@ def ident_of_root(table: str, uid: str, name: str) -> str:
 
 def desired_rows(owner: str, state: NetworkState) -> list[Row]:
     """The rows of one network in the state the core wants it."""
-    return network_rows(owner, state.network, list(state.peers))
+    return network_rows(owner, state.network, list(state.peers), dict(state.peering_names))
 
 
-def network_rows(owner: str, network: Network, peers: list[Network]) -> list[Row]:
-    """Every row of ``network``, given the networks it is Bound to."""
+def network_rows(owner: str, network: Network, peers: list[Network],
+                 peering_names: Mapping[str, str] | None = None) -> list[Row]:
+    """Every row of ``network``, given the networks it is Bound to (and the
+    names of its peerings towards them, by peer uid)."""
     uid = network.uid
     lr, ls = names.router(uid), names.switch(uid)
     mac = names.router_mac(uid)
@@ -172,11 +182,11 @@ def network_rows(owner: str, network: Network, peers: list[Network]) -> list[Row
                             {"ip_prefix": r.prefix, "nexthop": r.next_hop},
                             tags("route", ident), Parent("Logical_Router", lr, "static_routes")))
     for peer in sorted(peers, key=lambda n: n.uid):
-        rows.extend(_peer_rows(network, peer, mac, tags))
+        rows.extend(_peer_rows(network, peer, mac, tags, (peering_names or {}).get(peer.uid, "")))
     return rows
 
 
-def _peer_rows(network: Network, peer: Network, mac: str, tags) -> list[Row]:
+def _peer_rows(network: Network, peer: Network, mac: str, tags, peering: str) -> list[Row]:
     uid, puid = network.uid, peer.uid
     lr = names.router(uid)
     port = names.peer_router_port(uid, puid)
@@ -187,7 +197,7 @@ def _peer_rows(network: Network, peer: Network, mac: str, tags) -> list[Row]:
                     {"name": port, "mac": mac,
                      "networks": sorted(f"{g.ip}/{host_len[g.version]}" for g in _gateways(network)),
                      "peer": [names.peer_router_port(puid, uid)]},
-                    tags("peer-port", ident, **{names.PEER: puid}),
+                    tags("peer-port", ident, **{names.PEER: puid}, **({names.PEERING: peering} if peering else {})),
                     Parent("Logical_Router", lr, "ports")))
     local_families = {g.version for g in _gateways(network)}
     for prefix in peer.prefixes:

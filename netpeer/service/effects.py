@@ -43,5 +43,5 @@ def remove_peering(tx: Transaction, old: Peering, now: datetime) -> set[str]:
     partner = tx.find_peering_to(old.remote_key, old.network_key)
     keys = [partner.key] if partner else []
     for n in (old.network_key, old.remote_key):
-        keys += [p.key for p in tx.peerings_of(n) if p.phase == Phase.FAILED]
+        keys += [p.key for p in tx.failed_peerings_of(n)]
     return touched | resolve(tx, keys, now)

@@ -11,8 +11,18 @@ from __future__ import annotations
 import threading
 from typing import Iterable
 
-from netpeer.core.dataplane import Desired, NetworkState, SyncReport
+from netpeer.core.dataplane import Desired, NetworkState, Stamp, SyncReport
 from netpeer.errors import FailedPrecondition, Unavailable
+
+
+def _shown(state: NetworkState | None):
+    """What a dataplane shows of a state: addresses and links, not times or
+    descriptions (the OVN rows hold the same)."""
+    if state is None:
+        return None
+    n = state.network
+    return (n.uid, n.namespace, n.name, n.subnets, n.routes,
+            tuple((p.uid, p.subnets, p.routes) for p in state.peers), state.peering_names)
 
 
 class MemoryDataplane:
@@ -20,6 +30,7 @@ class MemoryDataplane:
 
     def __init__(self):
         self.networks: dict[str, NetworkState] = {}
+        self.stamp: Stamp | None = None
         self.transactions = 0          # sync/remove_strays calls that changed or could have changed state
         self.unreachable = False       # every call raises Unavailable
         self.refuse: set[str] = set()  # uids whose sync is refused (FailedPrecondition), with the whole call
@@ -34,13 +45,15 @@ class MemoryDataplane:
         if self.unreachable:
             raise Unavailable("memory dataplane: unreachable (test); nothing was changed")
 
-    def sync(self, desired: Desired) -> SyncReport:
+    def sync(self, desired: Desired, stamp: Stamp | None = None) -> SyncReport:
         self._check()
         with self._lock:
             refused = sorted(self.refuse & set(desired))
             if refused:
                 raise FailedPrecondition(f"memory dataplane: refused network {refused[0]} (test)")
             self.transactions += 1
+            if stamp is not None:
+                self.stamp = stamp
             created = updated = deleted = 0
             for uid, state in desired.items():
                 have = self.networks.get(uid)
@@ -51,7 +64,7 @@ class MemoryDataplane:
                 elif have is None:
                     self.networks[uid] = state
                     created += 1
-                elif have != state:
+                elif _shown(have) != _shown(state):
                     self.networks[uid] = state
                     updated += 1
             return SyncReport(created, updated, deleted)
@@ -59,12 +72,20 @@ class MemoryDataplane:
     def drifted(self, desired: Desired) -> set[str]:
         self._check()
         with self._lock:
-            return {uid for uid, state in desired.items() if self.networks.get(uid) != state}
+            return {uid for uid, state in desired.items() if _shown(self.networks.get(uid)) != _shown(state)}
 
-    def has_strays(self, keep: Iterable[str]) -> bool:
+    def read_stamp(self) -> Stamp | None:
+        self._check()
+        return self.stamp
+
+    def count_owned(self) -> int:
+        self._check()
+        return len(self.networks)
+
+    def count_strays(self, keep: Iterable[str]) -> tuple[int, int]:
         self._check()
         with self._lock:
-            return bool(set(self.networks) - set(keep))
+            return len(set(self.networks) - set(keep)), len(self.networks)
 
     def remove_strays(self, keep: Iterable[str]) -> SyncReport:
         self._check()
@@ -74,6 +95,11 @@ class MemoryDataplane:
             for uid in strays:
                 del self.networks[uid]
             return SyncReport(deleted=len(strays))
+
+    def read_back(self) -> list[NetworkState]:
+        """What it holds, as ``--adopt-ovn`` reads a dataplane back."""
+        with self._lock:
+            return list(self.networks.values())
 
     def close(self) -> None:
         pass

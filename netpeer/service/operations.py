@@ -11,15 +11,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Callable, Iterable
 
 from netpeer.core import consent, validate
 from netpeer.core.dataplane import Dataplane
-from netpeer.core.models import (Caller, Network, NetworkKey, Peering, PeeringKey, Phase, Reason,
+from netpeer.core.models import (Caller, Network, NetworkKey, Peering, PeeringKey, Phase, Quotas, Reason,
                                  DEFAULT_TTL, utcnow)
 from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
-from netpeer.errors import AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied,
+                            ResourceExhausted)
 from netpeer.service import effects
 from netpeer import __version__
 from netpeer.service.reconciler import Reconciler, SweepReport, SweepStatus
@@ -43,14 +44,16 @@ class NetworkView:
     OEP-8 ``status.peeredNetworks``)."""
 
     network: Network
-    peerings: tuple[Peering, ...]
+    peerings: tuple[Peering, ...]                      # the first VIEW_PEERINGS, by name
     peered_networks: tuple[tuple[str, str, str], ...]  # (namespace, name, uid)
+    peering_count: int = 0                             # all of them
 
 
 class Service:
     def __init__(self, store: Store, dataplane_: Dataplane, owner: str = "netpeer",
-                 clock: Callable[[], datetime] = utcnow, max_group: int = 64):
+                 clock: Callable[[], datetime] = utcnow, max_group: int = 64, quotas: Quotas = Quotas()):
         self.store = store
+        self.quotas = quotas
         self.dataplane = dataplane_
         self.owner = owner
         self.clock = clock
@@ -65,8 +68,21 @@ class Service:
     def bootstrap_admin(self, token: str) -> None:
         self.tokens.bootstrap_admin(token)
 
-    def create_token(self, caller: Caller, namespaces: Iterable[str], description: str = ""):
-        return self.tokens.create(caller, namespaces, description)
+    def create_token(self, caller: Caller, namespaces: Iterable[str], description: str = "", ttl=None):
+        return self.tokens.create(caller, namespaces, description, ttl)
+
+    def list_tokens(self, caller: Caller):
+        return self.tokens.list(caller)
+
+    def revoke_token(self, caller: Caller, token_or_id: str):
+        return self.tokens.revoke(caller, token_or_id)
+
+    @staticmethod
+    def _check_quota(used: int, limit: int, whose: str, what: str, key: str) -> None:
+        if used >= limit:
+            raise ResourceExhausted(
+                f"quota: {whose} {used} {what}, the most allowed (quotas.{key} = {limit}); nothing was "
+                "changed: delete some, or ask the operator to raise the quota", field=key, value=limit)
 
     @staticmethod
     def _authorize(caller: Caller, namespace: str, field: str = "namespace") -> str:
@@ -76,9 +92,10 @@ class Service:
                                    field=field, value=namespace)
         return namespace
 
-    def _write(self, fn: Callable[[Transaction], tuple[object, set[str]]]):
-        """Runs one write (see ``WriteQueue``)."""
-        return self.writes.run(fn)
+    def _write(self, fn: Callable[[Transaction], tuple[object, set[str]]], validate_only: bool = False):
+        """Runs one write (see ``WriteQueue``); with ``validate_only``, answers
+        what it would answer and keeps nothing."""
+        return self.writes.dry_run(fn) if validate_only else self.writes.run(fn)
 
     @staticmethod
     def _resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime) -> set[str]:
@@ -99,7 +116,7 @@ class Service:
 
     # ---------------------------------------------------------------- networks
     def create_network(self, caller: Caller, namespace: str, name: str, subnets, routes=(),
-                       description: str = "") -> NetworkView:
+                       description: str = "", validate_only: bool = False) -> NetworkView:
         self._authorize(caller, namespace)
         validate.name("network", name)
         subnets_, routes_ = validate.prefixes(subnets, routes)
@@ -109,6 +126,8 @@ class Service:
             key = NetworkKey(namespace, name)
             if tx.get_network(key) is not None:
                 raise AlreadyExists(f"network {key} already exists", field="network", value=name)
+            self._check_quota(tx.count_networks(namespace), self.quotas.networks_per_namespace,
+                              f"namespace {namespace!r} has", "networks", "networks_per_namespace")
             now = self.clock()
             network = Network(namespace, name, str(uuid.uuid4()), subnets_, routes_, description, now, now, 1)
             tx.put_network(network)
@@ -118,7 +137,7 @@ class Service:
 
         # The view as this write left it (re-reading after the commit could
         # see a concurrent delete and report a committed write as failed).
-        return self._write(op)
+        return self._write(op, validate_only)
 
     def get_network(self, caller: Caller, namespace: str, name: str) -> NetworkView:
         self._authorize(caller, namespace)
@@ -134,17 +153,19 @@ class Service:
         with self.store.read() as tx:
             return [self._view(tx, n) for n in tx.list_networks(namespace, after=after, limit=limit)]
 
-    @staticmethod
-    def _view(tx: Transaction, network: Network) -> NetworkView:
-        peerings = tuple(tx.peerings_of(network.key))
-        peered = []
-        for p in peerings:
-            if p.phase == Phase.BOUND:
-                peered.append((p.remote_namespace, p.remote_network, p.remote_uid or ""))
-        return NetworkView(network, peerings, tuple(sorted(peered)))
+    #: A network shows at most this many of its peerings; ListPeerings pages through all.
+    VIEW_PEERINGS = 100
+
+    @classmethod
+    def _view(cls, tx: Transaction, network: Network) -> NetworkView:
+        peerings = tuple(tx.peerings_of(network.key, limit=cls.VIEW_PEERINGS))
+        total = len(peerings) if len(peerings) < cls.VIEW_PEERINGS else tx.count_peerings_of(network.key)
+        peered = sorted((p.remote_namespace, p.remote_network, p.remote_uid or "")
+                        for p in tx.bound_peerings_of(network.key))
+        return NetworkView(network, peerings, tuple(peered), total)
 
     def update_network(self, caller: Caller, namespace: str, name: str, *, subnets=None, routes=None,
-                       description=None, etag: str = "") -> NetworkView:
+                       description=None, etag: str = "", validate_only: bool = False) -> NetworkView:
         self._authorize(caller, namespace)
         validate.name("network", name)
         if description is not None:
@@ -185,7 +206,7 @@ class Service:
                 tx.put_network(new)
             return self._view(tx, new), touched
 
-        return self._write(op)
+        return self._write(op, validate_only)
 
     def delete_network(self, caller: Caller, namespace: str, name: str, etag: str = "") -> None:
         self._authorize(caller, namespace)
@@ -198,23 +219,24 @@ class Service:
                 raise NotFound(f"network {key} not found", field="network", value=name)
             if etag and etag != network.etag:
                 raise Aborted(f"etag: {_clip(etag)!r} is stale (current {network.etag!r})", field="etag", value=etag)
-            peerings = tx.peerings_of(key)
+            peerings = tx.peerings_of(key, limit=10)
             if peerings:
-                listed = ", ".join(p.name for p in peerings[:10]) + (" ..." if len(peerings) > 10 else "")
+                count = tx.count_peerings_of(key)
+                listed = ", ".join(p.name for p in peerings) + (" ..." if count > len(peerings) else "")
                 raise FailedPrecondition(
-                    f"network {key} is in use by {len(peerings)} peering(s): {listed}; delete them first",
+                    f"network {key} is in use by {count} peering(s): {listed}; delete them first",
                     field="network", value=name)
             tx.delete_network(key)
-            now = self.clock()
-            touched = {network.uid} | self._resolve(tx, [p.key for p in tx.peerings_towards(key)], now)
-            return None, touched
+            # Without peerings of its own, no half pointing here can be Bound
+            # or Failed: nothing else changes (and nothing else is read).
+            return None, {network.uid}
 
         self._write(op)
 
     # ---------------------------------------------------------------- peerings
     def create_peering(self, caller: Caller, namespace: str, network: str, name: str,
                        remote_namespace: str | None, remote_network: str, remote_uid: str | None = None,
-                       ttl=None, description: str = "") -> Peering:
+                       ttl=None, description: str = "", validate_only: bool = False) -> Peering:
         self._authorize(caller, namespace)
         validate.name("network", network)
         validate.name("peering", name, peering=True)
@@ -223,7 +245,7 @@ class Service:
         validate.name("remote.network", remote_network)
         if remote_uid:
             validate.uid("remote.uid", remote_uid)
-        ttl_ = DEFAULT_TTL if ttl in (None, "", 0, timedelta(0)) else validate.ttl("ttl", ttl)
+        ttl_ = DEFAULT_TTL if ttl in (None, "") else validate.ttl("ttl", ttl)
         description = validate.description("description", description)
         if (remote_namespace, remote_network) == (namespace, network):
             raise InvalidArgument.for_field("remote.network", f"{remote_namespace}/{remote_network}",
@@ -245,15 +267,22 @@ class Service:
                 raise AlreadyExists(
                     f"network {local.key} already has peering {dup.name!r} towards {remote_key}; "
                     "one peering per remote network", field="remote", value=str(remote_key))
+            self._check_quota(tx.count_peerings_of(local.key), self.quotas.peerings_per_network,
+                              f"network {local.key} has", "peerings", "peerings_per_network")
+            self._check_quota(tx.count_pending(namespace), self.quotas.pending_peerings_per_namespace,
+                              f"namespace {namespace!r} has", "Pending or Failed peerings",
+                              "pending_peerings_per_namespace")
             now = self.clock()
             peering = Peering(namespace, network, name, remote_namespace, remote_network, local.uid,
                               remote_uid or None, ttl_, description, Phase.PENDING, Reason.AWAITING_REMOTE,
                               f"waiting for {remote_key} to consent", now, now, 1)
             tx.put_peering(peering)
-            touched = self._resolve(tx, [key], now)
+            # The remote's half too: it may be pinned to a network this one replaced.
+            counterpart = tx.find_peering_to(remote_key, local.key)
+            touched = self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), now)
             return tx.get_peering(key), touched
 
-        return self._write(op)
+        return self._write(op, validate_only)
 
     def get_peering(self, caller: Caller, namespace: str, network: str, name: str) -> Peering:
         self._authorize(caller, namespace)
@@ -277,13 +306,19 @@ class Service:
             return tx.peerings_of(NetworkKey(namespace, network), after=after, limit=limit)
 
     def update_peering(self, caller: Caller, namespace: str, network: str, name: str, *,
-                       description=None, ttl=None, etag: str = "") -> Peering:
+                       description=None, ttl=None, remote_uid=None, etag: str = "",
+                       validate_only: bool = False) -> Peering:
+        """Updates description and ttl; ``remote_uid`` re-pins the remote
+        network's identity ("" clears the pin, so the peering follows whatever
+        network carries the remote name when both halves match)."""
         self._authorize(caller, namespace)
         validate.name("network", network)
         validate.name("peering", name, peering=True)
         if description is not None:
             description = validate.description("description", description)
         ttl_ = validate.ttl("ttl", ttl) if ttl is not None else None
+        if remote_uid:
+            validate.uid("remote.uid", remote_uid)
 
         def op(tx: Transaction):
             key = PeeringKey(namespace, network, name)
@@ -294,11 +329,26 @@ class Service:
                 raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag)
             new = dataclasses.replace(old, description=old.description if description is None else description,
                                       ttl=old.ttl if ttl_ is None else ttl_)
-            if new != old:
-                tx.put_peering(dataclasses.replace(new, revision=old.revision + 1))
-            return tx.get_peering(key), set()
+            repin = remote_uid is not None and (remote_uid or None) != old.remote_uid
+            if repin:
+                if old.phase == Phase.BOUND:
+                    raise FailedPrecondition(
+                        f"remote.uid: peering {key} is Bound to {old.remote_uid}; it follows that network already",
+                        field="remote.uid", value=remote_uid)
+                if remote_uid == old.network_uid:
+                    raise InvalidArgument.for_field("remote.uid", remote_uid, "is the peering's own network; "
+                                                    "a network cannot peer with itself")
+                new = dataclasses.replace(new, remote_uid=remote_uid or None)
+            if new == old:
+                return old, set()
+            tx.put_peering(dataclasses.replace(new, revision=old.revision + 1))
+            touched: set[str] = set()
+            if repin:
+                counterpart = tx.find_peering_to(old.remote_key, old.network_key)
+                touched = self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), self.clock())
+            return tx.get_peering(key), touched
 
-        return self._write(op)
+        return self._write(op, validate_only)
 
     def delete_peering(self, caller: Caller, namespace: str, network: str, name: str, etag: str = "") -> None:
         self._authorize(caller, namespace)

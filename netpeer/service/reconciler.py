@@ -40,6 +40,7 @@ class SweepStatus:
     last_started: datetime | None = None
     last_finished: datetime | None = None
     totals: SweepReport = SweepReport()   # summed over all sweeps
+    blocked: str = ""                     # why the last sweep refused to delete (empty: it did not)
 
 
 class Reconciler:
@@ -51,55 +52,100 @@ class Reconciler:
         self.clock = clock
         self._status = SweepStatus()
         self._status_lock = threading.Lock()
+        self._blocked = ""
+        #: A sweep that would delete more than this share of our dataplane
+        #: rows (and at least MIN_GUARDED of them) stops and reports instead.
+        self.max_delete_share = 0.25
+        #: Set after --accept-rollback: the next stray removal may be large.
+        self.allow_mass_delete_once = False
 
+    #: Below this many rows a stray removal is never held back (crash leftovers).
+    MIN_GUARDED = 20
     #: Networks compared with the dataplane per read-only drift check.
     #: (Small: each check runs on the OVN connection thread, ahead of writes.)
     REPAIR_CHECK_CHUNK = 10
-    #: Expired peerings read per batch.
-    EXPIRY_BATCH = 100
+    #: Expired peerings deleted per write transaction.
+    EXPIRY_BATCH = 50
+    #: Expired peerings deleted per sweep at most: the repair always gets its
+    #: turn; a sweep that hit the limit is followed by another one at once.
+    EXPIRY_PER_SWEEP = 2000
 
     @property
     def status(self) -> SweepStatus:
         with self._status_lock:
             return self._status
 
-    def expire(self) -> int:
-        """Deletes Pending and Failed peerings past their TTL (OEP-8)."""
+    def expire(self, limit: int | None = None) -> int:
+        """Deletes Pending and Failed peerings past their TTL (OEP-8), in
+        writes of EXPIRY_BATCH peerings each, at most ``limit`` (default: all)
+        per call. Each expiry reads only the pair it ends and the Failed
+        peerings of its networks, so the work is linear in what expires."""
         count = 0
-        while True:
+        while limit is None or count < limit:
+            size = self.EXPIRY_BATCH if limit is None else min(self.EXPIRY_BATCH, limit - count)
             with self.store.read() as tx:
-                batch = tx.expired_peerings(self.clock(), limit=self.EXPIRY_BATCH)
+                batch = tx.expired_peerings(self.clock(), limit=size)
             if not batch:
                 return count
-            for p in batch:
-                def op(tx: Transaction, p=p):
+
+            def op(tx: Transaction, batch=batch):
+                now, done, touched = self.clock(), 0, set()
+                for p in batch:
                     current = tx.get_peering(p.key)
-                    now = self.clock()
                     if current is None or current.expires_at is None or current.expires_at > now:
-                        return 0, set()
+                        continue
                     LOG.info("peering %s expired in phase %s", p.key, current.phase)
-                    return 1, effects.remove_peering(tx, current, now)
-                count += self.writes.run(op)
+                    touched |= effects.remove_peering(tx, current, now)
+                    done += 1
+                return done, touched
+            expired = self.writes.run(op)
+            count += expired
+            if not expired:
+                return count   # the batch was taken by someone else meanwhile
+        return count
 
     def _remove_strays(self) -> tuple[int, int]:
         """Deletes what we own in the dataplane that no network of the store
         explains (left by a crash, renamed or stripped of their id by hand).
         Runs before the per-network repair, so a renamed row cannot clash with
         its recreation. Returns (rows removed, errors)."""
+        self._blocked = ""
         try:
             with self.store.read() as tx:
                 keep = [n.uid for n in iter_all_networks(tx)]
-            if not self.dataplane.has_strays(keep):
+            strays, total = self.dataplane.count_strays(keep)
+            if not strays:
                 return 0, 0
             with self.writes.lock, self.store.read() as tx:
                 keep = [n.uid for n in iter_all_networks(tx)]
+                strays, total = self.dataplane.count_strays(keep)
+                if self._holds_back(tx, strays, total):
+                    return 0, 1
                 report = self.dataplane.remove_strays(keep)
+                self.allow_mass_delete_once = False
             if report.changed:
                 LOG.warning("removed %d orphaned or stray OVN row(s)", report.changed)
             return report.changed, 0
         except Exception as exc:
             LOG.error("orphan sweep failed: %s", exc)
             return 0, 1
+
+    def _holds_back(self, tx: Transaction, strays: int, total: int) -> bool:
+        """Whether removing ``strays`` of our ``total`` rows is too much to do
+        without a person: more than the allowed share, while the dataplane's
+        stamp says no write died in between (whose rows these could be)."""
+        if strays < self.MIN_GUARDED or strays <= self.max_delete_share * total or self.allow_mass_delete_once:
+            return False
+        stamp = self.dataplane.read_stamp()
+        if stamp is not None and stamp.generation == tx.generation() + 1:
+            return False  # the rows of a write that died between its OVN and its store commit
+        self._blocked = (f"the repair sweep would delete {strays} of netpeer's {total} OVN rows "
+                         f"({100 * strays / total:.0f}%, more than repair_max_delete_share "
+                         f"{100 * self.max_delete_share:.0f}%) that no network of the store explains: "
+                         "nothing was deleted. If the store was lost or restored from a backup, restart with "
+                         "--adopt-ovn; if these rows should go, restart with --accept-rollback")
+        LOG.error("%s", self._blocked)
+        return True
 
     def repair(self) -> SweepReport:
         """Removes what belongs to no network, then makes the dataplane match
@@ -126,7 +172,7 @@ class Reconciler:
                     continue
                 try:
                     with self.writes.lock, self.store.read() as tx:
-                        report = self.dataplane.sync(desired_states(tx, [uid]))
+                        report = self.dataplane.sync(desired_states(tx, [uid]), self.writes.stamp(tx, advance=False))
                     repaired += report.changed
                     if report.changed:
                         LOG.warning("repaired %d drifted OVN row(s) of network %s", report.changed, uid)
@@ -140,7 +186,7 @@ class Reconciler:
         started = self.clock()
         expired, errors = 0, 0
         try:
-            expired = self.expire()
+            expired = self.expire(limit=self.EXPIRY_PER_SWEEP)
         except Exception as exc:
             errors += 1
             LOG.error("expiry sweep failed: %s", exc)
@@ -151,18 +197,25 @@ class Reconciler:
             self._status = SweepStatus(
                 self._status.sweeps + 1, report, started, self.clock(),
                 SweepReport(t.expired + report.expired, t.repaired_rows + report.repaired_rows,
-                            t.errors + report.errors))
+                            t.errors + report.errors), self._blocked)
         return report
 
-    def run(self, stop: threading.Event, interval: float, first_delay: float = 0.2) -> None:
+    def run(self, stop: threading.Event, interval: float, first_delay: float = 0.2,
+            before_first: Callable[[], bool] = lambda: True) -> None:
         """Sweeps until ``stop`` is set: once the dataplane is reachable, at
-        once, then every ``interval`` seconds."""
+        once, then every ``interval`` seconds. ``before_first`` runs before
+        the first sweep; if it returns False, no sweep runs."""
         first = True
         while not stop.is_set():
             if self.dataplane.connected:
+                if first and not before_first():
+                    return
                 report = self.sweep()
                 if first or report.expired or report.repaired_rows or report.errors:
                     LOG.info("sweep: %d expired, %d OVN rows repaired, %d errors",
                              report.expired, report.repaired_rows, report.errors)
                 first = False
+                if report.expired >= self.EXPIRY_PER_SWEEP:
+                    stop.wait(0.05)   # more to expire: the next sweep right away
+                    continue
             stop.wait(interval if not first else first_delay)

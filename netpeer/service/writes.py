@@ -16,8 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Iterable
 
-from netpeer.core import consent
-from netpeer.core.dataplane import Dataplane, NetworkState
+from netpeer.core.dataplane import Dataplane, NetworkState, Stamp
 from netpeer.errors import Unavailable
 from netpeer.store.base import Store, Transaction
 
@@ -30,8 +29,21 @@ def desired_states(tx: Transaction, uids: Iterable[str]) -> dict[str, NetworkSta
     out: dict[str, NetworkState | None] = {}
     for uid in uids:
         network = tx.get_network_by_uid(uid)
-        out[uid] = None if network is None else NetworkState(network, tuple(consent.bound_peers(tx, network.key)))
+        if network is None:
+            out[uid] = None
+            continue
+        peers, names = [], []
+        for p in tx.bound_peerings_of(network.key):
+            peer = tx.get_network(p.remote_key)
+            if peer is not None:
+                peers.append(peer)
+                names.append((peer.uid, p.name))
+        out[uid] = NetworkState(network, tuple(sorted(peers, key=lambda n: n.key)), tuple(sorted(names)))
     return out
+
+
+class _RollBack(Exception):
+    """Ends a dry run's transaction without keeping anything."""
 
 
 class _Pending:
@@ -67,10 +79,29 @@ class WriteQueue:
         self.lock = threading.RLock()
         self._pending: list[_Pending] = []
         self._pending_lock = threading.Lock()
+        self._held: str | None = None
+
+    def hold(self, reason: str) -> None:
+        """Refuses writes (UNAVAILABLE, with ``reason``) until ``release``."""
+        self._held = reason
+
+    def release(self) -> None:
+        self._held = None
+
+    def stamp(self, tx: Transaction, advance: bool) -> Stamp:
+        """The stamp a dataplane transaction records: the store's id and its
+        generation, advanced by one (in ``tx``) for a write."""
+        generation = tx.generation()
+        if advance:
+            generation += 1
+            tx.set_generation(generation)
+        return Stamp(self.store.store_id, generation)
 
     def run(self, fn: WriteFn):
         """Runs ``fn`` as one write; its result, or the error it (or the
         dataplane) raised."""
+        if self._held is not None:
+            raise Unavailable(self._held)
         op = _Pending(fn)
         with self._pending_lock:
             self._pending.append(op)
@@ -84,12 +115,28 @@ class WriteQueue:
             raise op.error
         return op.result
 
+    def dry_run(self, fn: WriteFn):
+        """Runs ``fn`` like a write and answers what it answered, but keeps
+        nothing: the store transaction is rolled back, the dataplane is not
+        touched (validate-only calls)."""
+        if self._held is not None:
+            raise Unavailable(self._held)
+        box: list = []
+        with self.lock:
+            try:
+                with self.store.write() as tx:
+                    box.append(fn(tx)[0])
+                    raise _RollBack
+            except _RollBack:
+                pass
+        return box[0]
+
     def _run_alone(self, op: _Pending) -> None:
         try:
             with self.store.write() as tx:
                 result, touched = op.fn(tx)
                 if touched:
-                    self.dataplane.sync(desired_states(tx, touched))
+                    self.dataplane.sync(desired_states(tx, touched), self.stamp(tx, advance=True))
             op.result = result
         except BaseException as exc:
             op.error = exc
@@ -116,7 +163,7 @@ class WriteQueue:
                     done.append((op, result))
                     touched |= t
                 if touched:
-                    self.dataplane.sync(desired_states(tx, touched))
+                    self.dataplane.sync(desired_states(tx, touched), self.stamp(tx, advance=True))
         except Unavailable as exc:
             # Unreachable or too slow: every write of the group would fail alike.
             for op in batch:

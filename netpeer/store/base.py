@@ -45,6 +45,21 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def expired_peerings(self, now: datetime, limit: int = 500) -> list[Peering]:
         """Pending or Failed peerings whose ``expires_at`` is not after ``now``."""
+    @abc.abstractmethod
+    def failed_peerings_of(self, network: NetworkKey) -> list[Peering]:
+        """The Failed peerings of ``network`` (a removal may let them bind)."""
+    @abc.abstractmethod
+    def bound_peerings_of(self, network: NetworkKey) -> list[Peering]:
+        """The Bound peerings of ``network``."""
+
+    # quotas
+    @abc.abstractmethod
+    def count_networks(self, namespace: str) -> int: ...
+    @abc.abstractmethod
+    def count_peerings_of(self, network: NetworkKey) -> int: ...
+    @abc.abstractmethod
+    def count_pending(self, namespace: str) -> int:
+        """Pending (or Failed) peerings of every network of ``namespace``."""
 
     # tokens
     @abc.abstractmethod
@@ -52,7 +67,19 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def put_token(self, token: Token) -> None: ...
     @abc.abstractmethod
+    def delete_token(self, token_id: str) -> bool:
+        """Whether there was such a token."""
+    @abc.abstractmethod
+    def list_tokens(self) -> list[Token]: ...
+    @abc.abstractmethod
     def count_tokens(self) -> int: ...
+
+    # the store's place in the deployment (netpeer.service.epoch)
+    @abc.abstractmethod
+    def generation(self) -> int:
+        """How many dataplane writes this store has committed."""
+    @abc.abstractmethod
+    def set_generation(self, generation: int) -> None: ...
 
     def savepoint(self) -> contextlib.AbstractContextManager[None]:
         """A nested scope inside a write transaction: if the block raises, only
@@ -65,6 +92,14 @@ class Store(abc.ABC):
     #: Whether transactions offer ``savepoint()`` (the service then groups
     #: concurrent writes into one store transaction and one OVN transaction).
     savepoints = False
+    #: Where the store lives, for messages (a path or a URL without password).
+    where = ""
+
+    @property
+    @abc.abstractmethod
+    def store_id(self) -> str:
+        """A random id given to the store when it was created: a store
+        replaced by a new one (a deleted file) has another."""
 
     @abc.abstractmethod
     def read(self) -> contextlib.AbstractContextManager[Transaction]: ...

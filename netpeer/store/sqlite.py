@@ -4,7 +4,8 @@ WAL journal with ``synchronous=FULL``: a write acknowledged to a client was
 fsynced before the acknowledgement, so it survives kill -9 and power loss.
 One write connection guarded by a lock (writes are serialized by the
 service anyway); reads go through one read-only connection per thread, so
-they never wait for a write in progress.
+they never wait for a write in progress. The files are private (0600): they
+hold token hashes. The schema comes from ``netpeer.store.migrations``.
 """
 
 from __future__ import annotations
@@ -18,36 +19,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
 from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Route, Token
+from netpeer.errors import FailedPrecondition
+from netpeer.store import migrations
 from netpeer.store.base import Store, Transaction
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS networks (
-    namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL UNIQUE,
-    subnets TEXT NOT NULL, routes TEXT NOT NULL, description TEXT NOT NULL,
-    create_time INTEGER NOT NULL, update_time INTEGER NOT NULL, revision INTEGER NOT NULL,
-    PRIMARY KEY (namespace, name)
-);
-CREATE TABLE IF NOT EXISTS peerings (
-    namespace TEXT NOT NULL, network TEXT NOT NULL, name TEXT NOT NULL,
-    remote_namespace TEXT NOT NULL, remote_network TEXT NOT NULL,
-    network_uid TEXT NOT NULL, remote_uid TEXT,
-    ttl_seconds INTEGER NOT NULL, description TEXT NOT NULL,
-    phase TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL,
-    last_transition INTEGER NOT NULL, expires_at INTEGER,
-    create_time INTEGER NOT NULL, revision INTEGER NOT NULL,
-    PRIMARY KEY (namespace, network, name),
-    UNIQUE (namespace, network, remote_namespace, remote_network)
-);
-CREATE INDEX IF NOT EXISTS peerings_by_remote ON peerings (remote_namespace, remote_network);
-CREATE INDEX IF NOT EXISTS peerings_by_expiry ON peerings (expires_at) WHERE expires_at IS NOT NULL;
-CREATE TABLE IF NOT EXISTS tokens (
-    token_id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL, namespaces TEXT NOT NULL,
-    admin INTEGER NOT NULL, description TEXT NOT NULL, create_time INTEGER NOT NULL
-);
-"""
 
 
 def _us(t: datetime) -> int:
@@ -61,26 +35,75 @@ def _dt(us: int) -> datetime:
 class SqliteStore(Store):
     savepoints = True
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = str(path)
+    def __init__(self, path: str | os.PathLike, upgrade: bool = True):
+        """Opens (creating it if needed) the store at ``path``. Missing
+        migrations are applied unless ``upgrade`` is false (then an old store
+        is refused with the command that upgrades it)."""
+        self.path = self.where = str(path)
         if self.path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+            # Created private: the files hold token hashes. The WAL and shm
+            # files SQLite makes later inherit nothing, hence the umask.
+            old_umask = os.umask(0o077)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+        finally:
+            if self.path != ":memory:":
+                os.umask(old_umask)
         self._lock = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        #: The migrations this opening applied.
+        self.applied = self.migrate(apply=upgrade)
         with self._lock:
-            self._db.executescript(_SCHEMA)
+            self._store_id = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()[0]
+
+    def schema_version(self) -> int:
+        with self._lock:
+            has_meta = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+            if not has_meta:
+                return 0
             row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise RuntimeError(f"store {self.path} has schema version {row[0]}; "
-                                   f"this netpeer understands up to {SCHEMA_VERSION}: upgrade netpeer")
+            return int(row[0]) if row else 0
+
+    def migrate(self, apply: bool = True) -> list[int]:
+        """Applies the missing migrations, each in its own transaction; the
+        versions applied."""
+        done = []
+        with self._lock:
+            todo = migrations.pending(self.schema_version(), self.where)
+            if todo and not apply:
+                raise FailedPrecondition(
+                    f"store {self.where} has schema version {self.schema_version()}, this netpeer needs "
+                    f"{migrations.LATEST}: run `netpeer db upgrade --config FILE`", field="store", value=self.where)
+            for m in todo:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    if self.schema_version() >= m.version:   # another process did it meanwhile
+                        self._db.execute("ROLLBACK")
+                        continue
+                    for statement in m.sqlite:
+                        self._db.execute(statement)
+                    self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(m.version),))
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+                done.append(m.version)
+        if self.path != ":memory:":
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(self.path + suffix):
+                    os.chmod(self.path + suffix, 0o600)
+        return done
+
+    @property
+    def store_id(self) -> str:
+        return self._store_id
 
     def _reader(self) -> sqlite3.Connection | None:
         """This thread's read-only connection (WAL lets readers run while a
@@ -141,6 +164,15 @@ _NET_COLS = "namespace, name, uid, subnets, routes, description, create_time, up
 _PEER_COLS = ("namespace, network, name, remote_namespace, remote_network, network_uid, remote_uid, "
               "ttl_seconds, description, phase, reason, message, last_transition, expires_at, "
               "create_time, revision")
+
+
+_TOKEN_COLS = "token_id, secret_hash, namespaces, admin, description, create_time, expires_at"
+_DECOY = ("'decoy', '" + "0" * 64 + "', '[\"decoy-namespace\"]', 0, '', 0, NULL")
+
+
+def _token(row) -> Token:
+    return Token(row[0], row[1], frozenset(json.loads(row[2])), bool(row[3]), row[4], _dt(row[5]),
+                 _dt(row[6]) if row[6] is not None else None)
 
 
 def _network(row) -> Network:
@@ -257,18 +289,55 @@ class _SqliteTx(Transaction):
             f"SELECT {_PEER_COLS} FROM peerings WHERE expires_at IS NOT NULL AND expires_at <= ? "
             "ORDER BY expires_at LIMIT ?", (_us(now), limit))]
 
+    def _peerings_in_phase(self, network: NetworkKey, phase: Phase) -> list[Peering]:
+        return [_peering(r) for r in self._db.execute(
+            f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
+            (network.namespace, network.name, phase.value))]
+
+    def failed_peerings_of(self, network: NetworkKey) -> list[Peering]:
+        return self._peerings_in_phase(network, Phase.FAILED)
+
+    def bound_peerings_of(self, network: NetworkKey) -> list[Peering]:
+        return self._peerings_in_phase(network, Phase.BOUND)
+
+    # quotas
+    def count_networks(self, namespace: str) -> int:
+        return self._one("SELECT count(*) FROM networks WHERE namespace=?", (namespace,))[0]
+
+    def count_peerings_of(self, network: NetworkKey) -> int:
+        return self._one("SELECT count(*) FROM peerings WHERE namespace=? AND network=?",
+                         (network.namespace, network.name))[0]
+
+    def count_pending(self, namespace: str) -> int:
+        return self._one("SELECT count(*) FROM peerings WHERE namespace=? AND phase!=?",
+                         (namespace, Phase.BOUND.value))[0]
+
     # tokens
     def get_token(self, token_id: str) -> Token | None:
-        row = self._one("SELECT token_id, secret_hash, namespaces, admin, description, create_time "
-                        "FROM tokens WHERE token_id=?", (token_id,))
-        if not row:
-            return None
-        return Token(row[0], row[1], frozenset(json.loads(row[2])), bool(row[3]), row[4], _dt(row[5]))
+        # An unknown id reads (and parses) a decoy row instead of nothing, so
+        # that known and unknown ids cost the same (no timing oracle).
+        row = self._one(f"SELECT {_TOKEN_COLS}, 1 FROM tokens WHERE token_id=? "
+                        f"UNION ALL SELECT {_DECOY}, 0 LIMIT 1", (token_id,))
+        token = _token(row)
+        return token if row[-1] else None
 
     def put_token(self, t: Token) -> None:
-        self._db.execute("INSERT OR REPLACE INTO tokens VALUES (?,?,?,?,?,?)",
+        self._db.execute(f"INSERT OR REPLACE INTO tokens ({_TOKEN_COLS}) VALUES (?,?,?,?,?,?,?)",
                          (t.token_id, t.secret_hash, json.dumps(sorted(t.namespaces)), int(t.admin),
-                          t.description, _us(t.create_time)))
+                          t.description, _us(t.create_time), _us(t.expires_at) if t.expires_at else None))
+
+    def delete_token(self, token_id: str) -> bool:
+        return self._db.execute("DELETE FROM tokens WHERE token_id=?", (token_id,)).rowcount > 0
+
+    def list_tokens(self) -> list[Token]:
+        return [_token(r) for r in self._db.execute(f"SELECT {_TOKEN_COLS} FROM tokens ORDER BY create_time")]
 
     def count_tokens(self) -> int:
         return self._one("SELECT count(*) FROM tokens", ())[0]
+
+    # generation
+    def generation(self) -> int:
+        return int(self._one("SELECT value FROM meta WHERE key='generation'", ())[0])
+
+    def set_generation(self, generation: int) -> None:
+        self._db.execute("UPDATE meta SET value=? WHERE key='generation'", (str(generation),))

@@ -59,7 +59,7 @@ class PeeredNetwork(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
 
 class Network(_message.Message):
-    __slots__ = ("name", "uid", "subnets", "routes", "description", "peerings", "peered_networks", "create_time", "update_time", "etag")
+    __slots__ = ("name", "uid", "subnets", "routes", "description", "peerings", "peered_networks", "create_time", "update_time", "etag", "peering_count")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     SUBNETS_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,7 @@ class Network(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     ETAG_FIELD_NUMBER: _ClassVar[int]
+    PEERING_COUNT_FIELD_NUMBER: _ClassVar[int]
     name: str
     uid: str
     subnets: _containers.RepeatedScalarFieldContainer[str]
@@ -80,7 +81,8 @@ class Network(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
     etag: str
-    def __init__(self, name: _Optional[str] = ..., uid: _Optional[str] = ..., subnets: _Optional[_Iterable[str]] = ..., routes: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., description: _Optional[str] = ..., peerings: _Optional[_Iterable[_Union[NetworkPeeringStatus, _Mapping]]] = ..., peered_networks: _Optional[_Iterable[_Union[PeeredNetwork, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ...) -> None: ...
+    peering_count: int
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[str] = ..., subnets: _Optional[_Iterable[str]] = ..., routes: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., description: _Optional[str] = ..., peerings: _Optional[_Iterable[_Union[NetworkPeeringStatus, _Mapping]]] = ..., peered_networks: _Optional[_Iterable[_Union[PeeredNetwork, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., peering_count: _Optional[int] = ...) -> None: ...
 
 class RemoteRef(_message.Message):
     __slots__ = ("namespace", "network", "uid")
@@ -123,14 +125,16 @@ class Peering(_message.Message):
     def __init__(self, name: _Optional[str] = ..., remote: _Optional[_Union[RemoteRef, _Mapping]] = ..., description: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., phase: _Optional[_Union[Phase, str]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., last_phase_transition_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remote_uid: _Optional[str] = ..., network_uid: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ...) -> None: ...
 
 class CreateNetworkRequest(_message.Message):
-    __slots__ = ("parent", "network_id", "network")
+    __slots__ = ("parent", "network_id", "network", "validate_only")
     PARENT_FIELD_NUMBER: _ClassVar[int]
     NETWORK_ID_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     parent: str
     network_id: str
     network: Network
-    def __init__(self, parent: _Optional[str] = ..., network_id: _Optional[str] = ..., network: _Optional[_Union[Network, _Mapping]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, parent: _Optional[str] = ..., network_id: _Optional[str] = ..., network: _Optional[_Union[Network, _Mapping]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class GetNetworkRequest(_message.Message):
     __slots__ = ("name",)
@@ -157,12 +161,14 @@ class ListNetworksResponse(_message.Message):
     def __init__(self, networks: _Optional[_Iterable[_Union[Network, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdateNetworkRequest(_message.Message):
-    __slots__ = ("network", "update_mask")
+    __slots__ = ("network", "update_mask", "validate_only")
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     network: Network
     update_mask: _field_mask_pb2.FieldMask
-    def __init__(self, network: _Optional[_Union[Network, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, network: _Optional[_Union[Network, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class DeleteNetworkRequest(_message.Message):
     __slots__ = ("name", "etag")
@@ -173,14 +179,16 @@ class DeleteNetworkRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., etag: _Optional[str] = ...) -> None: ...
 
 class CreatePeeringRequest(_message.Message):
-    __slots__ = ("parent", "peering_id", "peering")
+    __slots__ = ("parent", "peering_id", "peering", "validate_only")
     PARENT_FIELD_NUMBER: _ClassVar[int]
     PEERING_ID_FIELD_NUMBER: _ClassVar[int]
     PEERING_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     parent: str
     peering_id: str
     peering: Peering
-    def __init__(self, parent: _Optional[str] = ..., peering_id: _Optional[str] = ..., peering: _Optional[_Union[Peering, _Mapping]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, parent: _Optional[str] = ..., peering_id: _Optional[str] = ..., peering: _Optional[_Union[Peering, _Mapping]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class GetPeeringRequest(_message.Message):
     __slots__ = ("name",)
@@ -207,12 +215,14 @@ class ListPeeringsResponse(_message.Message):
     def __init__(self, peerings: _Optional[_Iterable[_Union[Peering, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdatePeeringRequest(_message.Message):
-    __slots__ = ("peering", "update_mask")
+    __slots__ = ("peering", "update_mask", "validate_only")
     PEERING_FIELD_NUMBER: _ClassVar[int]
     UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     peering: Peering
     update_mask: _field_mask_pb2.FieldMask
-    def __init__(self, peering: _Optional[_Union[Peering, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, peering: _Optional[_Union[Peering, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class DeletePeeringRequest(_message.Message):
     __slots__ = ("name", "etag")
@@ -223,22 +233,58 @@ class DeletePeeringRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., etag: _Optional[str] = ...) -> None: ...
 
 class CreateTokenRequest(_message.Message):
-    __slots__ = ("namespaces", "description")
+    __slots__ = ("namespaces", "description", "ttl")
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
     namespaces: _containers.RepeatedScalarFieldContainer[str]
     description: str
-    def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ...) -> None: ...
+    ttl: _duration_pb2.Duration
+    def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class CreateTokenResponse(_message.Message):
-    __slots__ = ("token", "token_id", "namespaces")
+    __slots__ = ("token", "token_id", "namespaces", "expires_at")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     token: str
     token_id: str
     namespaces: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, token: _Optional[str] = ..., token_id: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ...) -> None: ...
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, token: _Optional[str] = ..., token_id: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class TokenInfo(_message.Message):
+    __slots__ = ("token_id", "namespaces", "admin", "description", "create_time", "expires_at")
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    token_id: str
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    admin: bool
+    description: str
+    create_time: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, token_id: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., admin: _Optional[bool] = ..., description: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListTokensRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTokensResponse(_message.Message):
+    __slots__ = ("tokens",)
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[TokenInfo]
+    def __init__(self, tokens: _Optional[_Iterable[_Union[TokenInfo, _Mapping]]] = ...) -> None: ...
+
+class RevokeTokenRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
 
 class GetCallerRequest(_message.Message):
     __slots__ = ()

@@ -148,7 +148,9 @@ class NetworkServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdatePeering(self, request, context):
-        """Updates description and ttl.
+        """Updates description and ttl; `remote.uid` in the update mask re-pins the
+        remote network (empty: unpinned), e.g. after it was re-created
+        (reason RemoteReplaced).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -497,7 +499,7 @@ class NetworkService:
 
 
 class TokenServiceStub:
-    """Credentials. Only an admin token may mint tokens.
+    """Credentials. Only an admin token may mint, list and revoke tokens.
     """
 
     def __init__(self, channel):
@@ -516,10 +518,20 @@ class TokenServiceStub:
                 request_serializer=netpeer_dot_v1_dot_netpeer__pb2.GetCallerRequest.SerializeToString,
                 response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.Caller.FromString,
                 _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/netpeer.v1.TokenService/ListTokens',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.ListTokensResponse.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/netpeer.v1.TokenService/RevokeToken',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class TokenServiceServicer:
-    """Credentials. Only an admin token may mint tokens.
+    """Credentials. Only an admin token may mint, list and revoke tokens.
     """
 
     def CreateToken(self, request, context):
@@ -530,6 +542,21 @@ class TokenServiceServicer:
 
     def GetCaller(self, request, context):
         """Who the presented token is: its namespaces and whether it is admin.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Every token (never a secret: the service keeps only hashes).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """Revokes a token at once: its next call is UNAUTHENTICATED. The admin
+        token of the configuration is rotated by replacing its file instead.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -548,6 +575,16 @@ def add_TokenServiceServicer_to_server(servicer, server):
                     request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.GetCallerRequest.FromString,
                     response_serializer=netpeer_dot_v1_dot_netpeer__pb2.Caller.SerializeToString,
             ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.ListTokensRequest.FromString,
+                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.ListTokensResponse.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'netpeer.v1.TokenService', rpc_method_handlers)
@@ -557,7 +594,7 @@ def add_TokenServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class TokenService:
-    """Credentials. Only an admin token may mint tokens.
+    """Credentials. Only an admin token may mint, list and revoke tokens.
     """
 
     @staticmethod
@@ -604,6 +641,60 @@ class TokenService:
             '/netpeer.v1.TokenService/GetCaller',
             netpeer_dot_v1_dot_netpeer__pb2.GetCallerRequest.SerializeToString,
             netpeer_dot_v1_dot_netpeer__pb2.Caller.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netpeer.v1.TokenService/ListTokens',
+            netpeer_dot_v1_dot_netpeer__pb2.ListTokensRequest.SerializeToString,
+            netpeer_dot_v1_dot_netpeer__pb2.ListTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netpeer.v1.TokenService/RevokeToken',
+            netpeer_dot_v1_dot_netpeer__pb2.RevokeTokenRequest.SerializeToString,
+            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

@@ -134,3 +134,64 @@ def test_dev_down_stops_everything(state_dir):
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     r = netpeer("dev", "status", env=env, check=False)
     assert r.returncode == 3 and "stopped" in r.stdout
+
+
+def test_tokens_expire_list_and_revoke(dev, state_dir):
+    """`token create --ttl`, `token list`, `token revoke` (by id or whole
+    token): a revoked or expired token is refused at once; --token-file keeps
+    the token out of the process list."""
+    created = json.loads(netpeer("token", "create", "-n", "team-a", "--description", "ci", "-o", "json",
+                                 env=dev).stdout)
+    short = json.loads(netpeer("token", "create", "-n", "team-b", "--ttl", "1s", "-o", "json", env=dev).stdout)
+    assert created["expires_at"] is None and short["expires_at"]
+    listed = {t["token_id"]: t for t in json.loads(netpeer("token", "list", "-o", "json", env=dev).stdout)}
+    assert listed[created["token_id"]]["description"] == "ci" and created["token"] not in json.dumps(listed)
+    assert any(t["admin"] for t in listed.values())
+    table = netpeer("token", "list", env=dev).stdout
+    assert created["token_id"] in table and "never" in table
+
+    token_file = state_dir / "a.token"
+    token_file.write_text(created["token"] + "\n")
+    token_file.chmod(0o600)
+    env_a = {k: v for k, v in dev.items() if k != "NETPEER_TOKEN"}
+    who = json.loads(netpeer("token", "whoami", "--token-file", str(token_file), "-o", "json", env=env_a).stdout)
+    assert who["namespaces"] == ["team-a"]
+
+    time.sleep(1.5)
+    expired = netpeer("token", "whoami", env=as_tenant(dev, short["token"]), check=False)
+    assert expired.returncode == 1 and "expired" in expired.stderr and len(expired.stderr.strip().splitlines()) == 1
+
+    netpeer("token", "revoke", created["token_id"], env=dev)
+    refused = netpeer("token", "whoami", "--token-file", str(token_file), env=env_a, check=False)
+    assert refused.returncode == 1 and refused.stderr.strip() == "error: invalid token"
+    again = netpeer("token", "revoke", created["token"], env=dev, check=False)
+    assert again.returncode == 1 and "not found" in again.stderr
+    admin_id = next(t["token_id"] for t in listed.values() if t["admin"])
+    own = netpeer("token", "revoke", admin_id, env=dev, check=False)
+    assert own.returncode == 1 and "admin_token_file" in own.stderr
+    tenant = netpeer("token", "list", env=as_tenant(dev, short["token"]), check=False)
+    assert tenant.returncode == 1
+
+
+def test_a_remote_with_an_empty_namespace_is_refused(dev):
+    netpeer("network", "create", "net-a", "--subnet", "10.1.0.0/24", "-n", "team-a", env=dev)
+    out = netpeer("peering", "create", "net-a", "p", "/net-b", "-n", "team-a", env=dev, check=False)
+    assert out.returncode == 1 and "remote: '/net-b' has an empty namespace" in out.stderr
+    assert json.loads(netpeer("peering", "list", "net-a", "-n", "team-a", "-o", "json", env=dev).stdout) == []
+
+
+def test_dev_up_refuses_a_lost_store_and_adopts_ovn(dev):
+    made = json.loads(netpeer("network", "create", "net-a", "--subnet", "10.1.0.0/24", "-n", "team-a", "-o", "json",
+                              env=dev).stdout)
+    netpeer("dev", "down", env=dev)                          # keeps the state directory (and OVN's databases)
+    state = dev["NETPEER_DEV_DIR"]
+    for name in os.listdir(state):
+        if name.startswith("netpeer.db"):
+            os.unlink(os.path.join(state, name))
+    refused = netpeer("dev", "up", env=dev, check=False)
+    lines = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert refused.returncode == 1 and len(lines) == 1, refused.stderr
+    assert "refusing to start" in lines[0] and "--adopt-ovn" in lines[0], lines[0]
+    netpeer("dev", "up", "--adopt-ovn", env=dev)
+    again = json.loads(netpeer("network", "show", "net-a", "-n", "team-a", "-o", "json", env=dev).stdout)
+    assert again["uid"] == made["uid"] and again["subnets"] == ["10.1.0.0/24"]

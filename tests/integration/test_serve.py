@@ -13,7 +13,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from netpeer import errors
 from netpeer.api.client import Client
-from netpeer.daemon import Config, Daemon
+from netpeer.config import Config
+from netpeer.daemon import Daemon
 from tests.support import ADMIN_TOKEN
 
 
@@ -99,3 +100,31 @@ def test_health_and_reflection(ovn, state_dir):
             assert {"netpeer.v1.NetworkService", "netpeer.v1.TokenService", "grpc.health.v1.Health"} <= names
     finally:
         daemon.stop()
+
+
+def test_replacing_the_admin_token_file_rotates_the_admin_token(ovn, state_dir):
+    daemon = run_serve(ovn, state_dir, f"unix://{state_dir / 'np.sock'}")
+    daemon.stop()
+    new_admin = "np_rotated_" + "r" * 40
+    (state_dir / "admin.token").write_text(new_admin + "\n")
+    daemon = Daemon(Config.load(state_dir / "netpeerd.toml")).start()
+    try:
+        with Client(f"unix://{state_dir / 'np.sock'}", ADMIN_TOKEN, timeout=10) as old:
+            with pytest.raises(errors.Unauthenticated):
+                old.create_token(["team-a"])
+        with Client(f"unix://{state_dir / 'np.sock'}", new_admin, timeout=10) as new:
+            assert new.caller()["admin"] is True
+            assert [t["token_id"] for t in new.list_tokens() if t["admin"]] == ["rotated"]
+    finally:
+        daemon.stop()
+
+
+def test_tls_key_without_cert_names_the_real_keys(state_dir):
+    (state_dir / "c.toml").write_text('listen = "127.0.0.1:1"\nstore = "x.db"\novn_nb = "unix:/nonexistent"\n'
+                                      '[tls]\nkey = "k.pem"\n')
+    with pytest.raises(errors.InvalidArgument, match=r"^tls: 'cert/key' needs both \[tls\] cert and \[tls\] key$"):
+        Config.load(state_dir / "c.toml")
+    (state_dir / "d.toml").write_text('listen = "127.0.0.1.evil.example:7443"\nstore = "x.db"\n'
+                                      'ovn_nb = "unix:/nonexistent"\n')
+    with pytest.raises(errors.InvalidArgument, match=r"is not loopback or a unix socket: configure \[tls\] cert"):
+        Daemon(Config.load(state_dir / "d.toml"))

@@ -13,8 +13,10 @@ from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 
 NETWORK_RPCS = ("CreateNetwork", "GetNetwork", "ListNetworks", "UpdateNetwork", "DeleteNetwork",
                 "CreatePeering", "GetPeering", "ListPeerings", "UpdatePeering", "DeletePeering")
-TOKEN_RPCS = ("CreateToken", "GetCaller")
-ALL_RPCS = NETWORK_RPCS + TOKEN_RPCS
+TOKEN_RPCS = ("CreateToken", "GetCaller", "ListTokens", "RevokeToken")
+STATUS_RPCS = ("GetStatus",)
+ADMIN_RPCS = ("CreateToken", "ListTokens", "RevokeToken", "GetStatus")
+ALL_RPCS = NETWORK_RPCS + TOKEN_RPCS + STATUS_RPCS
 OK = grpc.StatusCode.OK
 
 
@@ -23,6 +25,7 @@ class Raw:
         self.channel = grpc.insecure_channel(endpoint)
         self.net = pb_grpc.NetworkServiceStub(self.channel)
         self.tok = pb_grpc.TokenServiceStub(self.channel)
+        self.status = pb_grpc.StatusServiceStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
 
     def close(self):
@@ -35,7 +38,8 @@ class Raw:
         self.close()
 
     def stub(self, method: str):
-        return getattr(self.tok if method in TOKEN_RPCS else self.net, method)
+        stub = self.tok if method in TOKEN_RPCS else self.status if method in STATUS_RPCS else self.net
+        return getattr(stub, method)
 
     def call(self, method: str, request, token: str | None = None, metadata=None, timeout: float = 30):
         """(status code, details, response or None)."""

@@ -226,6 +226,14 @@ def requests(method: str):
                          mix(st.just(""), description))
     if method == "GetCaller":
         return st.just(pb.GetCallerRequest())
+    if method == "ListTokens":
+        return st.just(pb.ListTokensRequest())
+    if method == "RevokeToken":
+        shaped = st.builds(lambda i, sec: f"np_{i}_{sec}", st.text("0123456789abcdef", min_size=0, max_size=14),
+                           _text(50))
+        return st.builds(lambda t: pb.RevokeTokenRequest(token=t), st.one_of(garbage, shaped, valid_name))
+    if method == "GetStatus":
+        return st.just(pb.GetStatusRequest())
     raise ValueError(method)
 
 
@@ -283,4 +291,12 @@ def plausible(method: str):
         return st.builds(lambda nss: pb.CreateTokenRequest(namespaces=nss), st.lists(_ns, min_size=1, max_size=2))
     if method == "GetCaller":
         return st.just(pb.GetCallerRequest())
+    if method == "ListTokens":
+        return st.just(pb.ListTokensRequest())
+    if method == "RevokeToken":
+        shaped = st.builds(lambda i, sec: f"np_{i}_{sec}", st.text("0123456789abcdef", min_size=0, max_size=14),
+                           _text(50))
+        return st.builds(lambda t: pb.RevokeTokenRequest(token=t), st.one_of(garbage, shaped, valid_name))
+    if method == "GetStatus":
+        return st.just(pb.GetStatusRequest())
     raise ValueError(method)

@@ -15,7 +15,8 @@ import pytest
 
 from netpeer import errors
 from netpeer.api.client import Client
-from netpeer.daemon import Config, Daemon
+from netpeer.config import Config
+from netpeer.daemon import Daemon
 from netpeer.ovn import names
 from netpeer.ovn.backend import COLUMNS
 from tests.support import ADMIN_TOKEN
@@ -73,9 +74,9 @@ def nb_state(ovn) -> tuple[frozenset, dict]:
         return tuple(items)
 
     state = frozenset(canon(u) for u, r in rows.items() if r["_table"] in ROOTS)
-    # Rows of others: not tagged with our owner (content -> uuid).
+    # Rows of others: not tagged with our owner, and not our state marker (content -> uuid).
     theirs = {canon(u): u for u, r in rows.items()
-              if ("netpeer:owner", "netpeer") not in (r.get("external_ids") or ())}
+              if not {("netpeer:owner", "netpeer"), ("netpeer:state-of", "netpeer")} & set(r.get("external_ids") or ())}
     return state, theirs
 
 

@@ -253,3 +253,40 @@ def test_tokens_compared_in_constant_time(netpeerd, monkeypatch):
                   f"median {statistics.median(samples['near']) / 1000:.1f} vs "
                   f"{statistics.median(samples['far']) / 1000:.1f} us, Mann-Whitney p={p:.3f}")
     assert not (p < 0.001 and abs(ratio - 1) > 0.10), (p, ratio)
+
+
+TOKEN_ROUNDS = int(os.environ.get("NETPEER_TOKEN_ORACLE_ROUNDS", "1500"))
+
+
+def test_token_ids_do_not_tell_by_timing(netpeerd):
+    """An unknown token id and a known id with a wrong secret take the same
+    time to be refused: a probe cannot tell which ids exist. (Regression: a
+    known id was read and parsed, an unknown one was not: 689 vs 720 us
+    median, z = -5.4.)"""
+    for i in range(20):
+        netpeerd.token(f"team-{i}")   # a store with some tokens in it
+    known_id = netpeerd.token("target").split("_")[1]
+    rng = random.Random(int(os.environ.get("NETPEER_ORACLE_SEED", "0")) or None)
+    times: dict[str, list[float]] = {"unknown id": [], "known id": []}
+    with Raw(netpeerd.endpoint) as raw:
+        for r in range(TOKEN_ROUNDS + 50):
+            order = list(times)
+            rng.shuffle(order)
+            for kind in order:
+                token_id = known_id if kind == "known id" else "%012x" % rng.getrandbits(48)
+                secret = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(43))
+                t0 = time.perf_counter()
+                code, _, _ = raw.call("GetCaller", pb.GetCallerRequest(), f"np_{token_id}_{secret}")
+                elapsed = time.perf_counter() - t0
+                assert code == grpc.StatusCode.UNAUTHENTICATED
+                if r >= 50:
+                    times[kind].append(elapsed * 1e6)
+    a, b = times["unknown id"], times["known id"]
+    _, p_mw = mann_whitney_u(a, b)
+    d_ks, p_ks = ks_2samp(a, b)
+    ratio = statistics.median(a) / statistics.median(b)
+    report.record("credentials", f"refusal time, unknown id vs known id with a wrong secret ({TOKEN_ROUNDS} each)",
+                  f"median {statistics.median(a):.0f} / {statistics.median(b):.0f} us, ratio {ratio:.3f}, "
+                  f"Mann-Whitney p={p_mw:.3f}, KS D={d_ks:.3f} p={p_ks:.3f}")
+    assert not (p_mw < 0.001 and p_ks < 0.001), (p_mw, p_ks, ratio)
+    assert 0.9 < ratio < 1.1, ratio

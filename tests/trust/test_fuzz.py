@@ -187,7 +187,8 @@ def test_fuzz_credentials(fuzz):
         TRIED["credentials"] += 1
         CODES["credentials"][code.name] += 1
         assert code == grpc.StatusCode.UNAUTHENTICATED, (header, method, code, details)
-        assert details in ("invalid token", "missing credentials: pass a token (--token or NETPEER_TOKEN)"), details
+        assert details in ("invalid token",
+                           "missing credentials: pass a token (--token-file, --token or NETPEER_TOKEN)"), details
 
     run()
     fuzz.check()

@@ -34,9 +34,9 @@ class SlowDataplane(MemoryDataplane):
 
     delay = 0.05
 
-    def sync(self, desired):
+    def sync(self, desired, stamp=None):
         time.sleep(self.delay)
-        return super().sync(desired)
+        return super().sync(desired, stamp)
 
 
 @pytest.fixture
@@ -102,10 +102,10 @@ def test_a_refused_network_fails_alone_and_changes_nothing(world):
     # The dataplane refuses whatever network is created next: that write fails, nothing is stored.
     original = dataplane.sync
 
-    def refuse_new(desired):
+    def refuse_new(desired, stamp=None):
         if any(uid not in dataplane.networks and state is not None for uid, state in desired.items()):
             raise errors.FailedPrecondition("refused (test)")
-        return original(desired)
+        return original(desired, stamp)
 
     dataplane.sync = refuse_new
     with pytest.raises(errors.FailedPrecondition):
@@ -172,3 +172,50 @@ def test_sweep_progress_is_reported(world):
     status = service.status().sweeps
     assert status.sweeps == 2 and status.last.repaired_rows == 0 and status.totals.repaired_rows == 1
     assert status.last_started <= status.last_finished
+
+
+def test_a_re_created_remote_says_so_and_an_update_re_pins_it(world):
+    service, dataplane, _ = world
+    na, nb, _ = bind(service)
+    # Team B destroys and re-creates its network and its half.
+    service.delete_peering(ADMIN, "b", "net-b", "to-a")
+    assert service.get_peering(ADMIN, "a", "net-a", "to-b").reason == "RemoteWithdrawn"
+    service.delete_network(ADMIN, "b", "net-b")
+    nb2 = service.create_network(ADMIN, "b", "net-b", ["10.2.0.0/24"]).network
+    again = service.create_peering(ADMIN, "b", "net-b", "to-a", "a", "net-a")
+    assert again.phase == "Pending" and again.reason == "AwaitingRemote"   # B learns nothing new
+    mine = service.get_peering(ADMIN, "a", "net-a", "to-b")
+    assert (mine.phase, mine.reason) == ("Pending", "RemoteReplaced")
+    assert nb2.uid in mine.message and nb.uid in mine.message and "remote_uid" in mine.message
+    # Re-pin (a validate-only call first: it answers the same and keeps nothing).
+    preview = service.update_peering(ADMIN, "a", "net-a", "to-b", remote_uid=nb2.uid, validate_only=True)
+    assert preview.phase == "Bound" and service.get_peering(ADMIN, "a", "net-a", "to-b").phase == "Pending"
+    bound = service.update_peering(ADMIN, "a", "net-a", "to-b", remote_uid=nb2.uid)
+    assert bound.phase == "Bound" and bound.remote_uid == nb2.uid
+    assert dataplane.peers_of(na.uid) == {nb2.uid}
+    # If the newcomer withdraws before the re-pin, the reason goes back to RemoteWithdrawn.
+    service.delete_peering(ADMIN, "b", "net-b", "to-a")
+    service.delete_network(ADMIN, "b", "net-b")
+    nb3 = service.create_network(ADMIN, "b", "net-b", ["10.2.0.0/24"]).network
+    service.create_peering(ADMIN, "b", "net-b", "to-a", "a", "net-a")
+    assert service.get_peering(ADMIN, "a", "net-a", "to-b").reason == "RemoteReplaced"
+    service.delete_peering(ADMIN, "b", "net-b", "to-a")
+    assert service.get_peering(ADMIN, "a", "net-a", "to-b").reason == "RemoteWithdrawn"
+    assert nb3.uid
+
+
+def test_validate_only_answers_like_the_write_and_keeps_nothing(world):
+    service, dataplane, _ = world
+    service.create_network(ADMIN, "a", "net-a", ["10.1.0.0/24"])
+    service.create_network(ADMIN, "b", "net-b", ["10.1.0.0/25"])   # overlaps: the pair would fail
+    service.create_peering(ADMIN, "b", "net-b", "to-a", "a", "net-a")
+    before = dataplane.transactions
+    preview = service.create_peering(ADMIN, "a", "net-a", "to-b", "b", "net-b", validate_only=True)
+    assert preview.phase == "Failed" and "overlaps" in preview.message
+    assert service.list_peerings(ADMIN, "a", "net-a") == [] and dataplane.transactions == before
+    with pytest.raises(errors.AlreadyExists):
+        service.create_network(ADMIN, "a", "net-a", ["10.9.0.0/24"], validate_only=True)
+    with pytest.raises(errors.PermissionDenied):
+        service.create_network(Caller("t", frozenset({"a"})), "other", "n", ["10.9.0.0/24"], validate_only=True)
+    view = service.create_network(ADMIN, "c", "net-c", ["10.9.0.0/24"], validate_only=True)
+    assert view.network.name == "net-c" and service.list_networks(ADMIN, "c") == []

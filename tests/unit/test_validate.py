@@ -69,3 +69,33 @@ def test_pulumi_cli_and_sdk_versions_match():
     sdk = re.search(r'"pulumi==([0-9.]+)"', (root / "pyproject.toml").read_text()).group(1)
     cli = re.search(r"^DEFAULT_PULUMI_VERSION=([0-9.]+)$", (root / "scripts/install-pulumi.sh").read_text(), re.M).group(1)
     assert sdk == cli
+
+
+# ------------------------------------------------------------------ found by attacking netpeerd
+
+def test_a_next_hop_of_the_other_family_is_refused():
+    with pytest.raises(InvalidArgument, match=r"^routes\[0\]\.next_hop: 'fd56::5' is an IPv6 address for the IPv4"):
+        validate.prefixes(["10.1.0.0/24", "fd56::/64"], ["10.66.0.0/24 via fd56::5"])
+
+
+@pytest.mark.parametrize("value", ["10.1.0.0/024", "10.1.0.0/00", "fd00::/064"])
+def test_a_prefix_length_with_leading_zeros_is_refused(value):
+    with pytest.raises(InvalidArgument, match=r"is not a CIDR prefix"):
+        validate.subnet("subnets[0]", value)
+
+
+def test_ttls_on_the_wire_are_whole_seconds():
+    from google.protobuf import duration_pb2
+    from netpeer.api.convert import ttl_from_pb
+    for seconds, nanos in ((0, 1), (0, 500_000_000), (0, 0), (86400, 1)):
+        with pytest.raises(InvalidArgument, match="^ttl: .* must be whole seconds between 1s and 365d"):
+            ttl_from_pb(duration_pb2.Duration(seconds=seconds, nanos=nanos))
+    assert ttl_from_pb(duration_pb2.Duration(seconds=90)).total_seconds() == 90
+
+
+@pytest.mark.parametrize("address, local", [
+    ("unix:///run/x.sock", True), ("127.0.0.1:7443", True), ("localhost:7443", True), ("[::1]:7443", True),
+    ("0.0.0.0:7443", False), ("127.0.0.1.evil.example:7443", False), ("10.0.0.5:7443", False)])
+def test_only_resolved_loopback_listens_without_tls(address, local):
+    from netpeer.api.server import is_local_address
+    assert is_local_address(address) is local

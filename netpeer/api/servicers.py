@@ -1,0 +1,169 @@
+"""The netpeer.v1 services: each method turns a request into a service call
+and the answer into a message. Plain blocking code: ``netpeer.api.server``
+runs it on a worker pool (reads and writes apart) and maps errors."""
+
+from __future__ import annotations
+
+from google.protobuf import empty_pb2
+
+from netpeer import errors
+from netpeer.api import convert
+from netpeer.core.models import Caller
+from netpeer.service import Service
+from netpeer.v1 import netpeer_pb2 as pb
+
+READ, WRITE = "read", "write"
+
+
+def handler(kind: str):
+    """Marks a method as a unary handler that reads or writes."""
+    def mark(method):
+        method.netpeer_kind = kind
+        return method
+    return mark
+
+
+def _mask(update_mask, allowed: tuple[str, ...], default: tuple[str, ...] | None = None) -> set[str]:
+    """The fields to update: the mask's paths, or ``default`` (all of ``allowed``) when empty."""
+    paths = set(update_mask.paths) if update_mask is not None else set()
+    for p in paths:
+        if p not in allowed:
+            raise errors.InvalidArgument.for_field("update_mask", p, f"is not updatable; use one of {', '.join(allowed)}")
+    return paths or set(default or allowed)
+
+
+class NetworkHandlers:
+    def __init__(self, service: Service):
+        self.service = service
+
+    @handler(WRITE)
+    def CreateNetwork(self, request, caller: Caller):
+        ns = convert.parse_namespace("parent", request.parent)
+        view = self.service.create_network(
+            caller, ns, request.network_id, list(request.network.subnets),
+            convert.routes_from_pb(request.network.routes), request.network.description,
+            validate_only=request.validate_only)
+        return convert.network_to_pb(view)
+
+    @handler(READ)
+    def GetNetwork(self, request, caller: Caller):
+        ns, name = convert.parse_network_name("name", request.name)
+        return convert.network_to_pb(self.service.get_network(caller, ns, name))
+
+    @handler(READ)
+    def ListNetworks(self, request, caller: Caller):
+        ns = convert.parse_namespace("parent", request.parent)
+        size = convert.page_size(request.page_size)
+        views = self.service.list_networks(caller, ns, after=convert.decode_page_token(request.page_token),
+                                           limit=size + 1)
+        more = len(views) > size
+        views = views[:size]
+        return pb.ListNetworksResponse(
+            networks=[convert.network_to_pb(v) for v in views],
+            next_page_token=convert.encode_page_token(views[-1].network.name) if more else "")
+
+    @handler(WRITE)
+    def UpdateNetwork(self, request, caller: Caller):
+        ns, name = convert.parse_network_name("network.name", request.network.name)
+        paths = _mask(request.update_mask if request.HasField("update_mask") else None,
+                      ("description", "subnets", "routes"))
+        n = request.network
+        view = self.service.update_network(
+            caller, ns, name,
+            subnets=list(n.subnets) if "subnets" in paths else None,
+            routes=convert.routes_from_pb(n.routes) if "routes" in paths else None,
+            description=n.description if "description" in paths else None, etag=n.etag,
+            validate_only=request.validate_only)
+        return convert.network_to_pb(view)
+
+    @handler(WRITE)
+    def DeleteNetwork(self, request, caller: Caller):
+        ns, name = convert.parse_network_name("name", request.name)
+        self.service.delete_network(caller, ns, name, etag=request.etag)
+        return empty_pb2.Empty()
+
+    @handler(WRITE)
+    def CreatePeering(self, request, caller: Caller):
+        ns, network = convert.parse_network_name("parent", request.parent)
+        p = request.peering
+        ttl = convert.ttl_from_pb(p.ttl) if p.HasField("ttl") else None
+        peering = self.service.create_peering(
+            caller, ns, network, request.peering_id, p.remote.namespace or None, p.remote.network,
+            p.remote.uid or None, ttl, p.description, validate_only=request.validate_only)
+        return convert.peering_to_pb(peering)
+
+    @handler(READ)
+    def GetPeering(self, request, caller: Caller):
+        ns, network, name = convert.parse_peering_name("name", request.name)
+        return convert.peering_to_pb(self.service.get_peering(caller, ns, network, name))
+
+    @handler(READ)
+    def ListPeerings(self, request, caller: Caller):
+        ns, network = convert.parse_network_name("parent", request.parent)
+        size = convert.page_size(request.page_size)
+        items = self.service.list_peerings(caller, ns, network, after=convert.decode_page_token(request.page_token),
+                                           limit=size + 1)
+        more = len(items) > size
+        items = items[:size]
+        return pb.ListPeeringsResponse(
+            peerings=[convert.peering_to_pb(p) for p in items],
+            next_page_token=convert.encode_page_token(items[-1].name) if more else "")
+
+    @handler(WRITE)
+    def UpdatePeering(self, request, caller: Caller):
+        ns, network, name = convert.parse_peering_name("peering.name", request.peering.name)
+        paths = _mask(request.update_mask if request.HasField("update_mask") else None,
+                      ("description", "ttl", "remote.uid"), default=("description", "ttl"))
+        p = request.peering
+        ttl = None
+        if "ttl" in paths and p.HasField("ttl"):
+            ttl = convert.ttl_from_pb(p.ttl)
+        peering = self.service.update_peering(
+            caller, ns, network, name, description=p.description if "description" in paths else None,
+            ttl=ttl, remote_uid=p.remote.uid if "remote.uid" in paths else None, etag=p.etag,
+            validate_only=request.validate_only)
+        return convert.peering_to_pb(peering)
+
+    @handler(WRITE)
+    def DeletePeering(self, request, caller: Caller):
+        ns, network, name = convert.parse_peering_name("name", request.name)
+        self.service.delete_peering(caller, ns, network, name, etag=request.etag)
+        return empty_pb2.Empty()
+
+
+class TokenHandlers:
+    def __init__(self, service: Service):
+        self.service = service
+
+    @handler(WRITE)
+    def CreateToken(self, request, caller: Caller):
+        ttl = convert.ttl_from_pb(request.ttl) if request.HasField("ttl") else None
+        secret, token = self.service.create_token(caller, list(request.namespaces), request.description, ttl)
+        out = pb.CreateTokenResponse(token=secret, token_id=token.token_id, namespaces=sorted(token.namespaces))
+        if token.expires_at is not None:
+            out.expires_at.CopyFrom(convert.ts(token.expires_at))
+        return out
+
+    @handler(READ)
+    def ListTokens(self, request, caller: Caller):
+        return pb.ListTokensResponse(tokens=[convert.token_to_pb(t) for t in self.service.list_tokens(caller)])
+
+    @handler(WRITE)
+    def RevokeToken(self, request, caller: Caller):
+        self.service.revoke_token(caller, request.token)
+        return empty_pb2.Empty()
+
+    @handler(READ)
+    def GetCaller(self, request, caller: Caller):
+        return pb.Caller(token_id=caller.token_id, namespaces=sorted(caller.namespaces), admin=caller.admin)
+
+
+class StatusHandlers:
+    def __init__(self, service: Service):
+        self.service = service
+
+    @handler(READ)
+    def GetStatus(self, request, caller: Caller):
+        if not caller.admin:
+            raise errors.PermissionDenied("only an admin token may read the server status")
+        return convert.status_to_pb(self.service.status())

@@ -1,0 +1,155 @@
+"""netpeerd's configuration file (TOML): reading it with one clear line per
+mistake, and writing it (the dev stack, the benchmarks and the tests write
+theirs with ``Config.write``).
+
+    listen = "unix:///run/netpeer/netpeer.sock"   # or host:port (TLS unless loopback)
+    store = "/var/lib/netpeer/netpeer.db"
+    ovn_nb = "tcp:10.0.0.5:6641,tcp:10.0.0.6:6641"
+    admin_token_file = "/etc/netpeer/admin.token"
+    owner = "netpeer"
+    sweep_interval = "30s"
+    ovn_timeout = "10s"
+    repair_max_delete_share = 0.25
+    log_level = "INFO"
+    [tls]
+    cert = "..."  key = "..."  client_ca = "..."
+    [quotas]
+    networks_per_namespace = 1000  peerings_per_network = 500  pending_peerings_per_namespace = 2000
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tomllib
+from datetime import timedelta
+from pathlib import Path
+
+from netpeer.core import validate
+from netpeer.core.models import Quotas
+from netpeer.errors import InvalidArgument
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    listen: str
+    store: Path
+    ovn_nb: str
+    admin_token_file: Path | None = None
+    owner: str = "netpeer"
+    sweep_interval: timedelta = timedelta(seconds=30)
+    ovn_timeout: timedelta = timedelta(seconds=10)
+    #: A repair sweep that would delete more than this share of netpeer's
+    #: OVN rows stops and reports instead (a lost or rolled-back store).
+    repair_max_delete_share: float = 0.25
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    log_level: str = "INFO"
+    quotas: Quotas = Quotas()
+
+    # ------------------------------------------------------------ writing
+    def to_toml(self) -> str:
+        """The configuration file that ``load`` reads back as this Config."""
+        def q(value) -> str:
+            return json.dumps(str(value))  # a TOML basic string
+
+        lines = [f"listen = {q(self.listen)}", f"store = {q(self.store)}", f"ovn_nb = {q(self.ovn_nb)}"]
+        if self.admin_token_file is not None:
+            lines.append(f"admin_token_file = {q(self.admin_token_file)}")
+        lines += [f"owner = {q(self.owner)}",
+                  f"sweep_interval = {q(validate.format_duration(self.sweep_interval))}",
+                  f"ovn_timeout = {q(validate.format_duration(self.ovn_timeout))}",
+                  f"repair_max_delete_share = {self.repair_max_delete_share!r}",
+                  f"log_level = {q(self.log_level)}"]
+        tls = [(k, v) for k, v in (("cert", self.tls_cert), ("key", self.tls_key),
+                                   ("client_ca", self.tls_client_ca)) if v is not None]
+        if tls:
+            lines += ["[tls]"] + [f"{k} = {q(v)}" for k, v in tls]
+        lines += ["[quotas]"] + [f"{f.name} = {getattr(self.quotas, f.name)}" for f in dataclasses.fields(Quotas)]
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Writes the configuration file (0600: it names the admin token file)."""
+        path = Path(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.to_toml())
+        return path
+
+    # ------------------------------------------------------------ reading
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Config":
+        """Reads a TOML file; relative paths are relative to the file."""
+        path = Path(path)
+        try:
+            raw = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise InvalidArgument.for_field("--config", str(path), "does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidArgument.for_field("--config", str(path), f"is not valid TOML: {exc}") from None
+        base = path.parent
+
+        def p(value, field):
+            if value is None:
+                return None
+            if not isinstance(value, str) or not value:
+                raise InvalidArgument.for_field(field, value, "must be a path")
+            return (base / os.path.expanduser(value)).resolve()
+
+        _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
+                     "repair_max_delete_share", "tls", "log_level", "quotas"}, "")
+        for key in ("listen", "store", "ovn_nb"):
+            if not raw.get(key):
+                raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
+            if not isinstance(raw[key], str):
+                raise InvalidArgument.for_field(key, raw[key], "must be a string")
+        tls = _table(raw, "tls", {"cert", "key", "client_ca"})
+        if ("cert" in tls) != ("key" in tls):
+            raise InvalidArgument.for_field("tls", "cert/key", "needs both [tls] cert and [tls] key")
+        listen = raw["listen"]
+        if listen.startswith("unix:") and not listen.startswith("unix:///"):
+            listen = "unix://" + str(p(listen[len("unix:"):], "listen"))
+        level = str(raw.get("log_level", "INFO")).upper()
+        if level not in LOG_LEVELS:
+            raise InvalidArgument.for_field("log_level", raw.get("log_level"), f"must be one of {', '.join(LOG_LEVELS)}")
+        share = raw.get("repair_max_delete_share", 0.25)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise InvalidArgument.for_field("repair_max_delete_share", share, "must be a number above 0 and at most 1")
+        return cls(
+            listen=listen, store=p(raw["store"], "store"), ovn_nb=raw["ovn_nb"],
+            admin_token_file=p(raw.get("admin_token_file"), "admin_token_file"),
+            owner=validate.name("owner", raw.get("owner", "netpeer")),
+            sweep_interval=validate.ttl("sweep_interval", raw.get("sweep_interval", "30s")),
+            ovn_timeout=validate.ttl("ovn_timeout", raw.get("ovn_timeout", "10s")),
+            repair_max_delete_share=float(share),
+            tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),
+            tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
+            log_level=level, quotas=_quotas(raw))
+
+
+def _known(raw: dict, known: set[str], prefix: str) -> None:
+    for key in raw:
+        if key not in known:
+            raise InvalidArgument.for_field(f"{prefix}{key}", raw[key],
+                                            f"is not a known setting ({', '.join(sorted(known))})")
+
+
+def _table(raw: dict, name: str, known: set[str]) -> dict:
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise InvalidArgument.for_field(name, value, f"must be a table ([{name}])")
+    _known(value, known, f"{name}.")
+    return value
+
+
+def _quotas(raw: dict) -> Quotas:
+    names = {f.name for f in dataclasses.fields(Quotas)}
+    table = _table(raw, "quotas", names)
+    for key, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000_000:
+            raise InvalidArgument.for_field(f"quotas.{key}", value, "must be a whole number from 1 to 10000000")
+    return Quotas(**table)

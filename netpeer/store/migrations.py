@@ -1,0 +1,68 @@
+"""The store's schema, as numbered migrations.
+
+A store records the last migration applied (``meta.schema_version``). At
+start netpeerd applies the missing ones in order, each in its own
+transaction under the store's write lock (``netpeer db upgrade`` does the
+same without serving), and refuses a store whose version is newer than it
+knows: an older binary must not write a newer schema. Each migration has
+its statements per SQL dialect; a migration is never edited once released,
+only followed by another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from netpeer.errors import FailedPrecondition
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    version: int
+    what: str
+    sqlite: tuple[str, ...]
+    postgresql: tuple[str, ...] = ()
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "networks, peerings, tokens", sqlite=(
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE IF NOT EXISTS networks (
+            namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL UNIQUE,
+            subnets TEXT NOT NULL, routes TEXT NOT NULL, description TEXT NOT NULL,
+            create_time INTEGER NOT NULL, update_time INTEGER NOT NULL, revision INTEGER NOT NULL,
+            PRIMARY KEY (namespace, name))""",
+        """CREATE TABLE IF NOT EXISTS peerings (
+            namespace TEXT NOT NULL, network TEXT NOT NULL, name TEXT NOT NULL,
+            remote_namespace TEXT NOT NULL, remote_network TEXT NOT NULL,
+            network_uid TEXT NOT NULL, remote_uid TEXT,
+            ttl_seconds INTEGER NOT NULL, description TEXT NOT NULL,
+            phase TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL,
+            last_transition INTEGER NOT NULL, expires_at INTEGER,
+            create_time INTEGER NOT NULL, revision INTEGER NOT NULL,
+            PRIMARY KEY (namespace, network, name),
+            UNIQUE (namespace, network, remote_namespace, remote_network))""",
+        "CREATE INDEX IF NOT EXISTS peerings_by_remote ON peerings (remote_namespace, remote_network)",
+        "CREATE INDEX IF NOT EXISTS peerings_by_expiry ON peerings (expires_at) WHERE expires_at IS NOT NULL",
+        """CREATE TABLE IF NOT EXISTS tokens (
+            token_id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL, namespaces TEXT NOT NULL,
+            admin INTEGER NOT NULL, description TEXT NOT NULL, create_time INTEGER NOT NULL)""",
+    )),
+    Migration(2, "token expiry; pending peerings by namespace; the store's identity and generation", sqlite=(
+        "ALTER TABLE tokens ADD COLUMN expires_at INTEGER",
+        "CREATE INDEX IF NOT EXISTS peerings_by_phase ON peerings (namespace, network, phase, name)",
+        "INSERT OR IGNORE INTO meta VALUES ('store_id', lower(hex(randomblob(16))))",
+        "INSERT OR IGNORE INTO meta VALUES ('generation', '0')",
+    )),
+)
+
+LATEST = MIGRATIONS[-1].version
+
+
+def pending(current: int, where: str) -> list[Migration]:
+    """The migrations a store at ``current`` needs; refuses a newer store."""
+    if current > LATEST:
+        raise FailedPrecondition(
+            f"store {where} has schema version {current}; this netpeer understands up to {LATEST}: "
+            "run a newer netpeer (or restore a backup made by this version)", field="store", value=where)
+    return [m for m in MIGRATIONS if m.version > current]
