@@ -11,6 +11,8 @@ theirs with ``Config.write``).
     ovn_timeout = "10s"
     repair_max_delete_share = 0.25
     log_level = "INFO"
+    log_format = "text"                  # or "json"
+    metrics_listen = "127.0.0.1:9464"    # Prometheus: http://127.0.0.1:9464/metrics
     [tls]
     cert = "..."  key = "..."  client_ca = "..."
     [quotas]
@@ -49,6 +51,8 @@ class Config:
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
     log_level: str = "INFO"
+    log_format: str = "text"          # or "json": one object per line, with request ids
+    metrics_listen: str | None = None  # host:port of the Prometheus endpoint (/metrics); None: off
     quotas: Quotas = Quotas()
 
     # ------------------------------------------------------------ writing
@@ -64,7 +68,9 @@ class Config:
                   f"sweep_interval = {q(validate.format_duration(self.sweep_interval))}",
                   f"ovn_timeout = {q(validate.format_duration(self.ovn_timeout))}",
                   f"repair_max_delete_share = {self.repair_max_delete_share!r}",
-                  f"log_level = {q(self.log_level)}"]
+                  f"log_level = {q(self.log_level)}", f"log_format = {q(self.log_format)}"]
+        if self.metrics_listen:
+            lines.append(f"metrics_listen = {q(self.metrics_listen)}")
         tls = [(k, v) for k, v in (("cert", self.tls_cert), ("key", self.tls_key),
                                    ("client_ca", self.tls_client_ca)) if v is not None]
         if tls:
@@ -101,7 +107,7 @@ class Config:
             return (base / os.path.expanduser(value)).resolve()
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
-                     "repair_max_delete_share", "tls", "log_level", "quotas"}, "")
+                     "repair_max_delete_share", "tls", "log_level", "log_format", "metrics_listen", "quotas"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
@@ -116,6 +122,14 @@ class Config:
         level = str(raw.get("log_level", "INFO")).upper()
         if level not in LOG_LEVELS:
             raise InvalidArgument.for_field("log_level", raw.get("log_level"), f"must be one of {', '.join(LOG_LEVELS)}")
+        log_format = raw.get("log_format", "text")
+        if log_format not in ("text", "json"):
+            raise InvalidArgument.for_field("log_format", log_format, "must be text or json")
+        metrics = raw.get("metrics_listen")
+        if metrics is not None:
+            host, _, port = str(metrics).rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise InvalidArgument.for_field("metrics_listen", metrics, "must be HOST:PORT (like 127.0.0.1:9464)")
         share = raw.get("repair_max_delete_share", 0.25)
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise InvalidArgument.for_field("repair_max_delete_share", share, "must be a number above 0 and at most 1")
@@ -128,7 +142,7 @@ class Config:
             repair_max_delete_share=float(share),
             tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
-            log_level=level, quotas=_quotas(raw))
+            log_level=level, log_format=log_format, metrics_listen=metrics, quotas=_quotas(raw))
 
 
 def _known(raw: dict, known: set[str], prefix: str) -> None:

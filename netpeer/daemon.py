@@ -15,6 +15,8 @@ import threading
 
 from netpeer.config import Config
 from netpeer.errors import InvalidArgument
+from netpeer.observe import logs
+from netpeer.observe.metrics import NONE
 from netpeer.service.epoch import EpochMismatch, Mode
 
 EXIT_REFUSED = 2
@@ -44,6 +46,13 @@ class Daemon:
         self.service = (service_factory or Service)(self.store, self.backend, owner=config.owner)
         self.service.quotas = config.quotas
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
+        self.metrics, self.metrics_server = NONE, None
+        if config.metrics_listen:
+            from netpeer.observe.metrics import Metrics
+            self.metrics = Metrics()
+            self.service.writes.metrics = self.service.reconciler.metrics = self.metrics
+            self.service.programmer.metrics = self.metrics
+            self.backend.on_transaction = self.metrics.ovn_transaction
         if config.admin_token_file is not None:
             self.service.bootstrap_admin(config.admin_token_file.read_text().strip())
         self.server = Server(
@@ -51,8 +60,12 @@ class Daemon:
             tls_cert=config.tls_cert.read_bytes() if config.tls_cert else None,
             tls_key=config.tls_key.read_bytes() if config.tls_key else None,
             client_ca=config.tls_client_ca.read_bytes() if config.tls_client_ca else None,
-            limits=Limits(read_workers=workers, write_workers=workers))
+            limits=Limits(read_workers=workers, write_workers=workers), metrics=self.metrics)
         self.port = self.server.port
+        if config.metrics_listen:
+            self.metrics.state(lambda: {"peerings": self.service.phase_counts(),
+                                        "ovn_connected": self.backend.connected,
+                                        "watchers": self.server.notifier.watchers, "ready": self.server.ready})
         self.stopping = threading.Event()
         self._settled = False
         self.service.writes.hold("netpeerd is starting: it checks that its store and OVN belong together "
@@ -60,6 +73,8 @@ class Daemon:
         self._sweeper = threading.Thread(target=self.service.reconciler.run, name="sweeper", daemon=True,
                                          args=(self.stopping, config.sweep_interval.total_seconds()),
                                          kwargs={"before_first": self._settle_in_background})
+        self._programmer = threading.Thread(target=self.service.programmer.run, name="programmer", daemon=True,
+                                            args=(self.stopping,))
 
     def _settle(self) -> None:
         """The start-up check (raises EpochMismatch); then writes may go."""
@@ -96,17 +111,24 @@ class Daemon:
         else:
             LOG.warning("OVN NB %s does not answer yet: serving reads; writes wait for it", self.config.ovn_nb)
         self.server.start()
+        if self.config.metrics_listen:
+            self.metrics_server = self.metrics.serve(self.config.metrics_listen)
+            LOG.info("metrics on http://%s/metrics", self.config.metrics_listen)
         LOG.info("netpeerd listening on %s%s (OVN NB %s, store %s)", self.config.listen,
                  f" port {self.port}" if self.port and not self.config.listen.startswith("unix:") else "",
                  self.config.ovn_nb, self.config.store)
         self._sweeper.start()
+        self._programmer.start()
         return self
 
     def stop(self, grace: float = 2.0) -> None:
         self.stopping.set()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
         self.server.stop(grace=grace)
-        if self._sweeper.is_alive():
-            self._sweeper.join(timeout=5)
+        for thread in (self._sweeper, self._programmer):
+            if thread.is_alive():
+                thread.join(timeout=5)
         self.backend.close()
         self.store.close()
         LOG.info("netpeerd stopped")
@@ -114,8 +136,7 @@ class Daemon:
 
 def serve(config: Config, mode: Mode = Mode.CHECK) -> int:
     """Runs netpeerd until SIGTERM/SIGINT. Returns an exit code."""
-    logging.basicConfig(level=config.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(config.log_level, config.log_format)
     daemon = Daemon(config, mode=mode)
 
     def on_signal(signum, frame):

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from netpeer.core.models import Network, Peering, Phase, Route, Token
+from netpeer.core.models import Event, EventType, Network, Peering, Phase, Route, Token
 from netpeer.core.validate import TTL_MAX, TTL_MIN, format_duration
 from netpeer.errors import InvalidArgument
 from netpeer.service import NetworkView, ServerStatus
@@ -70,11 +70,12 @@ def ttl_from_pb(value: duration_pb2.Duration) -> timedelta:
     shown = f"{value.seconds}s" if not value.nanos else f"{value.seconds}.{value.nanos:09d}s"
     if value.seconds < 0 or value.nanos < 0:
         raise InvalidArgument.for_field("ttl", shown, "must be positive")
-    if value.nanos or not TTL_MIN.total_seconds() <= value.seconds <= TTL_MAX.total_seconds():
-        # Whole seconds only, like every other way of giving a TTL: 1 ns is
-        # not "unset" (it silently became the 7-day default) and 0.5 s is not 0.
+    if not TTL_MIN.total_seconds() <= value.seconds <= TTL_MAX.total_seconds():
+        # 1 ns is not "unset" (it silently became the 7-day default) and is
+        # refused like 0.5 s; fractions above a second are cut, as the store
+        # keeps whole seconds (validate.ttl).
         raise InvalidArgument.for_field(
-            "ttl", shown, f"must be whole seconds between {format_duration(TTL_MIN)} and {format_duration(TTL_MAX)}")
+            "ttl", shown, f"must be between {format_duration(TTL_MIN)} and {format_duration(TTL_MAX)}")
     return value.ToTimedelta()
 
 
@@ -92,10 +93,43 @@ def peering_to_pb(p: Peering) -> pb.Peering:
         remote=pb.RemoteRef(namespace=p.remote_namespace, network=p.remote_network, uid=p.remote_uid or ""),
         description=p.description, ttl=duration(p.ttl), phase=_PHASES[p.phase], reason=p.reason,
         message=p.message, last_phase_transition_time=ts(p.last_phase_transition_time),
-        remote_uid=p.remote_uid or "", network_uid=p.network_uid, create_time=ts(p.create_time), etag=p.etag)
+        remote_uid=p.remote_uid or "", network_uid=p.network_uid, create_time=ts(p.create_time), etag=p.etag,
+        dataplane=pb.PROGRAMMING if p.dataplane == "Programming" else pb.PROGRAMMED)
     if p.expires_at is not None:
         msg.expires_at.CopyFrom(ts(p.expires_at))
+    if p.programmed_at is not None:
+        msg.programmed_at.CopyFrom(ts(p.programmed_at))
     return msg
+
+
+_EVENT_TYPES = {EventType.CREATED: pb.WatchEvent.CREATED, EventType.UPDATED: pb.WatchEvent.UPDATED,
+                EventType.PHASE_CHANGED: pb.WatchEvent.PHASE_CHANGED, EventType.PROGRAMMED: pb.WatchEvent.PROGRAMMED,
+                EventType.DELETED: pb.WatchEvent.DELETED}
+
+
+def event_to_pb(e: Event) -> pb.WatchEvent:
+    if e.kind == "peering":
+        name = peering_name(e.namespace, e.network, e.name)
+    else:
+        name = network_name(e.namespace, e.name)
+    out = pb.WatchEvent(revision=e.revision, type=_EVENT_TYPES[e.type], time=ts(e.time), name=name)
+    if isinstance(e.obj, Peering):
+        out.peering.CopyFrom(peering_to_pb(e.obj))
+    elif isinstance(e.obj, Network):
+        out.network.CopyFrom(network_to_pb(NetworkView(e.obj, (), ())))
+    return out
+
+
+def bookmark(revision: int) -> pb.WatchEvent:
+    return pb.WatchEvent(revision=revision, type=pb.WatchEvent.BOOKMARK)
+
+
+def parse_watch_parent(value: str) -> tuple[str, str | None]:
+    """namespaces/NS or namespaces/NS/networks/NET."""
+    if value.count("/") >= 3:
+        ns, net = parse_network_name("parent", value)
+        return ns, net
+    return parse_namespace("parent", value), None
 
 
 def network_to_pb(view: NetworkView) -> pb.Network:

@@ -54,12 +54,13 @@ class NetworkHandlers:
     def ListNetworks(self, request, caller: Caller):
         ns = convert.parse_namespace("parent", request.parent)
         size = convert.page_size(request.page_size)
+        revision = self.service.head_revision()   # read first: a watch from it misses nothing the list lacks
         views = self.service.list_networks(caller, ns, after=convert.decode_page_token(request.page_token),
                                            limit=size + 1)
         more = len(views) > size
         views = views[:size]
         return pb.ListNetworksResponse(
-            networks=[convert.network_to_pb(v) for v in views],
+            networks=[convert.network_to_pb(v) for v in views], revision=revision,
             next_page_token=convert.encode_page_token(views[-1].network.name) if more else "")
 
     @handler(WRITE)
@@ -101,12 +102,13 @@ class NetworkHandlers:
     def ListPeerings(self, request, caller: Caller):
         ns, network = convert.parse_network_name("parent", request.parent)
         size = convert.page_size(request.page_size)
+        revision = self.service.head_revision()   # read first: a watch from it misses nothing the list lacks
         items = self.service.list_peerings(caller, ns, network, after=convert.decode_page_token(request.page_token),
                                            limit=size + 1)
         more = len(items) > size
         items = items[:size]
         return pb.ListPeeringsResponse(
-            peerings=[convert.peering_to_pb(p) for p in items],
+            peerings=[convert.peering_to_pb(p) for p in items], revision=revision,
             next_page_token=convert.encode_page_token(items[-1].name) if more else "")
 
     @handler(WRITE)

@@ -32,14 +32,16 @@ def emit(data: Any, fmt: str, render) -> None:
 
 
 def peerings_table(items: list[dict]) -> str:
-    return table(["NAME", "DESCRIPTION", "PEER", "STATE", "REASON", "SINCE", "EXPIRES"],
+    return table(["NAME", "DESCRIPTION", "PEER", "STATE", "REASON", "DATAPLANE", "SINCE", "EXPIRES"],
                  [[p["name"], p["description"], f"{p['remote_namespace']}/{p['remote_network']}", p["phase"],
-                   p["reason"], p["last_phase_transition_time"], p["expires_at"] or ""] for p in items])
+                   p["reason"], p.get("dataplane", ""), p["last_phase_transition_time"], p["expires_at"] or ""]
+                  for p in items])
 
 
 def peering_detail(p: dict) -> str:
     keys = ["name", "namespace", "network", "remote_namespace", "remote_network", "remote_uid", "phase",
-            "reason", "message", "last_phase_transition_time", "expires_at", "ttl", "description", "create_time"]
+            "reason", "message", "dataplane", "programmed_at", "last_phase_transition_time", "expires_at", "ttl",
+            "description", "create_time"]
     width = max(len(k) for k in keys)
     return "\n".join(f"{k + ':':<{width + 1}} {'' if p.get(k) is None else p.get(k)}" for k in keys)
 
@@ -83,3 +85,14 @@ def tokens_table(items: list[dict]) -> str:
     return table(["TOKEN ID", "NAMESPACES", "ADMIN", "DESCRIPTION", "CREATED", "EXPIRES"],
                  [[t["token_id"], ", ".join(t["namespaces"]), t["admin"], t["description"], t["create_time"],
                    t["expires_at"] or "never"] for t in items])
+
+
+def event_line(e: dict) -> str:
+    """``REVISION TYPE KIND NS/NETWORK[/PEERING] [PHASE REASON DATAPLANE: MESSAGE]``"""
+    if e["type"] == "Bookmark":
+        return f"{e['revision']:>8}  Bookmark      (watching from here)"
+    what = f"{e['namespace']}/{e['network']}" + (f"/{e['name']}" if e["kind"] == "peering" else "")
+    line = f"{e['revision']:>8}  {e['type']:<12}  {e['kind']:<7}  {what}"
+    if "phase" in e:
+        line += f"  {e['phase']} ({e['reason']}) dataplane {e['dataplane']}: {e['message']}"
+    return line

@@ -57,6 +57,9 @@ class SyncReport:
     created: int = 0
     updated: int = 0
     deleted: int = 0
+    #: The configuration sequence number the change needs every chassis to
+    #: reach (``programmed()``), when the sync asked for one.
+    cfg: int | None = None
 
     @property
     def changed(self) -> int:
@@ -64,7 +67,7 @@ class SyncReport:
 
     def __add__(self, other: "SyncReport") -> "SyncReport":
         return SyncReport(self.created + other.created, self.updated + other.updated,
-                          self.deleted + other.deleted)
+                          self.deleted + other.deleted, other.cfg if other.cfg is not None else self.cfg)
 
 
 class Dataplane(Protocol):
@@ -76,9 +79,14 @@ class Dataplane(Protocol):
     def connected(self) -> bool:
         """Whether the dataplane can be reached now."""
 
-    def sync(self, desired: Desired, stamp: Stamp | None = None) -> SyncReport:
+    def sync(self, desired: Desired, stamp: Stamp | None = None, track: bool = False) -> SyncReport:
         """One transaction that makes these networks look as desired (and
-        records ``stamp``); other networks are left alone. Idempotent."""
+        records ``stamp``); other networks are left alone. Idempotent. With
+        ``track``, the report's ``cfg`` says when the change reached every
+        chassis: once ``programmed()`` is at least that."""
+
+    def programmed(self) -> int:
+        """The configuration sequence number every chassis has applied."""
 
     def read_stamp(self) -> Stamp | None:
         """The stamp of the last sync, if any."""

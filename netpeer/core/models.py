@@ -118,6 +118,17 @@ class Peering:
     last_phase_transition_time: datetime = dataclasses.field(default_factory=utcnow)
     create_time: datetime = dataclasses.field(default_factory=utcnow)
     revision: int = 1
+    # The dataplane's own acknowledgement: the OVN configuration sequence
+    # (nb_cfg) the last change of this pair's rows needs, and when every
+    # chassis had applied it (None while it has not, or never changed).
+    dataplane_cfg: int | None = None
+    programmed_at: datetime | None = None
+
+    @property
+    def dataplane(self) -> str:
+        """``Programming`` while the last change of this pair's dataplane has
+        not reached every chassis, else ``Programmed``."""
+        return "Programming" if self.dataplane_cfg is not None and self.programmed_at is None else "Programmed"
 
     @property
     def key(self) -> PeeringKey:
@@ -155,10 +166,37 @@ class Peering:
             message=message,
             remote_uid=remote_uid if remote_uid is not None else self.remote_uid,
             last_phase_transition_time=now if changed else self.last_phase_transition_time,
+            # A new phase: the dataplane state is that of the write it is in:
+            # a pair entering Bound waits for its rows to reach the chassis
+            # (0 until the write knows OVN's sequence number for them).
+            dataplane_cfg=(0 if phase == Phase.BOUND else None) if changed else self.dataplane_cfg,
+            programmed_at=None if changed else self.programmed_at,
         )
         if new != self:
             new = dataclasses.replace(new, revision=self.revision + 1)
         return new
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One change seen by Watch: what a Get would have shown just after it."""
+
+    revision: int
+    time: datetime
+    namespace: str
+    network: str
+    kind: str        # "network" or "peering"
+    name: str        # the network's or the peering's name
+    type: str        # Created, Updated, PhaseChanged, Programmed, Deleted
+    obj: "Network | Peering | None"   # the object after the change; None when deleted
+
+
+class EventType:
+    CREATED = "Created"
+    UPDATED = "Updated"
+    PHASE_CHANGED = "PhaseChanged"
+    PROGRAMMED = "Programmed"
+    DELETED = "Deleted"
 
 
 @dataclasses.dataclass(frozen=True)

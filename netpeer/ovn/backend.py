@@ -22,6 +22,7 @@ command; both are the one place that decides what is ours.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -156,10 +157,12 @@ class SyncNetworks(_OwnedRows):
     """Make the rows of each network in ``desired`` (uid -> rows, or None to
     remove the network) match, and record ``stamp`` on the state marker."""
 
-    def __init__(self, api, owner: str, desired: Mapping[str, list[Row] | None], stamp: Stamp | None = None):
+    def __init__(self, api, owner: str, desired: Mapping[str, list[Row] | None], stamp: Stamp | None = None,
+                 track: bool = False):
         super().__init__(api, owner)
         self.desired = desired
         self.stamp = stamp
+        self.track = track
 
     def run_idl(self, txn):
         report = SyncReport()
@@ -168,7 +171,19 @@ class SyncNetworks(_OwnedRows):
             report += self._sync_one(txn, uid, wanted or [], created_roots)
         if self.stamp is not None:
             self._write_stamp(txn, rows.state_row(self.owner, self.stamp.store_id, self.stamp.generation))
+        if self.track:
+            # Ask every chassis to acknowledge this configuration (what
+            # `ovn-nbctl --wait=hv` does): northd copies nb_cfg to the SB,
+            # each ovn-controller reports it once applied, and northd sets
+            # hv_cfg to the lowest. In the transaction that changes ports or
+            # policies it costs northd nothing more: that recompute happens anyway.
+            for nb_global in self.api.tables["NB_Global"].rows.values():
+                nb_global.increment("nb_cfg")
         self.result = report
+
+    def post_commit(self, txn):
+        if self.track and self.result is not None:
+            self.result = dataclasses.replace(self.result, cfg=txn.get_increment_new_value())
 
     def _write_stamp(self, txn, want: Row) -> None:
         row = self._lookup(want.table, want.columns["name"])
@@ -320,6 +335,8 @@ class OvnBackend:
         self._closed = threading.Event()
         self._error: str | None = None
         self.ports = InstancePorts(self)
+        #: Called with (kind, seconds) after every NB transaction (netpeer.observe.metrics).
+        self.on_transaction: Callable[[str, float], None] = lambda kind, seconds: None
         self._starter = threading.Thread(target=self._connect, name="ovn-connect", daemon=True)
         self._starter.start()
 
@@ -401,8 +418,10 @@ class OvnBackend:
     def _commit(self, api, cmd, what: str):
         txn = _idl.Transaction(api, api.ovsdb_connection, self.timeout, check_error=True, log_errors=False)
         txn.add(cmd)
+        started = time.perf_counter()
         try:
             txn.commit()
+            self.on_transaction(what, time.perf_counter() - started)
         except ForeignRowConflict as exc:
             raise FailedPrecondition(f"OVN: {exc}; nothing was changed") from exc
         except ovsdbapp_exceptions.TimeoutException as exc:
@@ -436,10 +455,17 @@ class OvnBackend:
         return {uid: rows.desired_rows(self.owner, state) if state is not None else None
                 for uid, state in desired.items()}
 
-    def sync(self, desired: Desired, stamp: Stamp | None = None) -> SyncReport:
+    def sync(self, desired: Desired, stamp: Stamp | None = None, track: bool = False) -> SyncReport:
         """One NB transaction that makes the rows of these networks match (and records ``stamp``)."""
         wanted = self._rows(desired)
-        return self._run(lambda api: SyncNetworks(api, self.owner, wanted, stamp), "sync") or SyncReport()
+        return self._run(lambda api: SyncNetworks(api, self.owner, wanted, stamp, track), "sync") or SyncReport()
+
+    def programmed(self) -> int:
+        """NB_Global.hv_cfg: the configuration every chassis has applied."""
+        api = self._ready_api()
+        for row in api.tables["NB_Global"].rows.values():
+            return row.hv_cfg
+        return 0
 
     def drifted(self, desired: Desired) -> set[str]:
         """The networks of ``desired`` whose OVN rows differ from it; changes nothing."""

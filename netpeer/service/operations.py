@@ -16,13 +16,14 @@ from typing import Callable, Iterable
 
 from netpeer.core import consent, validate
 from netpeer.core.dataplane import Dataplane
-from netpeer.core.models import (Caller, Network, NetworkKey, Peering, PeeringKey, Phase, Quotas, Reason,
+from netpeer.core.models import (Caller, Event, Network, NetworkKey, Peering, PeeringKey, Phase, Quotas, Reason,
                                  DEFAULT_TTL, utcnow)
 from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
-from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied,
-                            ResourceExhausted)
+from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, OutOfRange,
+                            PermissionDenied, ResourceExhausted)
 from netpeer.service import effects
 from netpeer import __version__
+from netpeer.service.programming import Programmer
 from netpeer.service.reconciler import Reconciler, SweepReport, SweepStatus
 from netpeer.service.tokens import Tokens
 from netpeer.service.writes import WriteQueue
@@ -60,6 +61,7 @@ class Service:
         self.tokens = Tokens(store, lambda: self.clock())
         self.writes = WriteQueue(store, dataplane_, max_group)
         self.reconciler = Reconciler(store, dataplane_, self.writes, lambda: self.clock())
+        self.programmer = Programmer(store, dataplane_, self.writes, lambda: self.clock())
 
     # ---------------------------------------------------------------- auth
     def authenticate(self, token: str | None) -> Caller:
@@ -100,6 +102,53 @@ class Service:
     @staticmethod
     def _resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime) -> set[str]:
         return effects.resolve(tx, keys, now)
+
+    # ---------------------------------------------------------------- watch
+    #: Events answered per call at most.
+    WATCH_BATCH = 500
+
+    def watch(self, caller: Caller, namespace: str, network: str | None, since: int) -> list[Event]:
+        """The changes after revision ``since`` that the caller may see: of
+        its namespace, or of one network of it. A Get would show the same."""
+        self._authorize(caller, namespace)
+        if network is not None:
+            validate.name("network", network)
+        with self.store.read() as tx:
+            oldest, head = tx.revisions()
+            if since < oldest - 1:
+                raise OutOfRange(f"since_revision: {since} is older than the oldest change kept ({oldest}); list "
+                                 "the resources again and watch from the revision the list answered",
+                                 field="since_revision", value=since)
+            if since > head:
+                raise InvalidArgument.for_field("since_revision", since, f"is ahead of the newest change ({head})")
+            return tx.events_after(namespace, network, since, self.WATCH_BATCH)
+
+    def health(self) -> tuple[bool, str]:
+        """(serving, why not): the store answers, OVN answers, and the first
+        sweep (the start-up repair) completed."""
+        try:
+            with self.store.read() as tx:
+                tx.revisions()
+        except Exception as exc:
+            return False, f"the store does not answer: {exc}"
+        if not self.dataplane.connected:
+            return False, "the OVN NB database does not answer"
+        if self.reconciler.status.sweeps == 0:
+            return False, "the start-up sweep has not completed yet"
+        return True, ""
+
+    def phase_counts(self) -> dict[str, int]:
+        with self.store.read() as tx:
+            return tx.count_by_phase()
+
+    def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
+        """(newest revision, namespaces changed after ``after``): whom to wake."""
+        with self.store.read() as tx:
+            return tx.namespaces_changed(after)
+
+    def head_revision(self) -> int:
+        with self.store.read() as tx:
+            return tx.revisions()[1]
 
     # ---------------------------------------------------------------- upkeep
     def status(self) -> "ServerStatus":

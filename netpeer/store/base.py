@@ -8,7 +8,7 @@ import contextlib
 from datetime import datetime
 from typing import Iterator
 
-from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Token
+from netpeer.core.models import Event, Network, NetworkKey, Peering, PeeringKey, Token
 
 
 class Transaction(abc.ABC):
@@ -52,11 +52,36 @@ class Transaction(abc.ABC):
     def bound_peerings_of(self, network: NetworkKey) -> list[Peering]:
         """The Bound peerings of ``network``."""
 
+    @abc.abstractmethod
+    def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
+        """Marks the Bound peerings of ``network`` as waiting for ``cfg`` (no
+        event: a Programmed one follows); their keys."""
+    @abc.abstractmethod
+    def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
+        """Peerings waiting for a dataplane configuration at most ``up_to``."""
+
+    # events (Watch)
+    @abc.abstractmethod
+    def events_after(self, namespace: str, network: str | None, revision: int, limit: int) -> list[Event]:
+        """The changes of ``namespace`` (of one network's, with ``network``) after ``revision``, in order."""
+    @abc.abstractmethod
+    def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
+        """(newest revision, namespaces with changes after ``after``)."""
+    @abc.abstractmethod
+    def revisions(self) -> tuple[int, int]:
+        """(oldest revision kept, newest revision); oldest = newest + 1 when none is kept."""
+    @abc.abstractmethod
+    def prune_events(self, older_than: datetime, keep: int) -> int:
+        """Drops events older than ``older_than`` beyond the newest ``keep``; how many."""
+
     # quotas
     @abc.abstractmethod
     def count_networks(self, namespace: str) -> int: ...
     @abc.abstractmethod
     def count_peerings_of(self, network: NetworkKey) -> int: ...
+    @abc.abstractmethod
+    def count_by_phase(self) -> dict[str, int]:
+        """All peerings by phase (metrics)."""
     @abc.abstractmethod
     def count_pending(self, namespace: str) -> int:
         """Pending (or Failed) peerings of every network of ``namespace``."""

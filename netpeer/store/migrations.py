@@ -54,6 +54,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "INSERT OR IGNORE INTO meta VALUES ('store_id', lower(hex(randomblob(16))))",
         "INSERT OR IGNORE INTO meta VALUES ('generation', '0')",
     )),
+    Migration(3, "events for Watch; when a peering's dataplane change reached the chassis", sqlite=(
+        """CREATE TABLE IF NOT EXISTS events (
+            revision INTEGER PRIMARY KEY AUTOINCREMENT, time INTEGER NOT NULL, namespace TEXT NOT NULL,
+            network TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS events_by_namespace ON events (namespace, revision)",
+        "ALTER TABLE peerings ADD COLUMN dataplane_cfg INTEGER",
+        "ALTER TABLE peerings ADD COLUMN programmed_at INTEGER",
+        "CREATE INDEX IF NOT EXISTS peerings_programming ON peerings (dataplane_cfg) WHERE programmed_at IS NULL",
+    )),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -18,7 +18,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
-from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Route, Token
+from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, PeeringKey, Phase, Route, Token
 from netpeer.errors import FailedPrecondition
 from netpeer.store import migrations
 from netpeer.store.base import Store, Transaction
@@ -163,7 +163,15 @@ class SqliteStore(Store):
 _NET_COLS = "namespace, name, uid, subnets, routes, description, create_time, update_time, revision"
 _PEER_COLS = ("namespace, network, name, remote_namespace, remote_network, network_uid, remote_uid, "
               "ttl_seconds, description, phase, reason, message, last_transition, expires_at, "
-              "create_time, revision")
+              "create_time, revision, dataplane_cfg, programmed_at")
+
+
+def _event(row) -> Event:
+    values = json.loads(row[7])
+    obj = None
+    if values is not None:
+        obj = _peering(values) if row[4] == "peering" else _network(values)
+    return Event(row[0], _dt(row[1]), row[2], row[3], row[4], row[5], row[6], obj)
 
 
 _TOKEN_COLS = "token_id, secret_hash, namespaces, admin, description, create_time, expires_at"
@@ -188,7 +196,21 @@ def _peering(row) -> Peering:
         remote_network=row[4], network_uid=row[5], remote_uid=row[6],
         ttl=timedelta(seconds=row[7]), description=row[8], phase=Phase(row[9]), reason=row[10],
         message=row[11], last_phase_transition_time=_dt(row[12]), create_time=_dt(row[14]),
-        revision=row[15])
+        revision=row[15], dataplane_cfg=row[16], programmed_at=_dt(row[17]) if row[17] is not None else None)
+
+
+def _peering_values(p: Peering) -> tuple:
+    expires = p.expires_at
+    return (p.namespace, p.network, p.name, p.remote_namespace, p.remote_network, p.network_uid,
+            p.remote_uid, int(p.ttl.total_seconds()), p.description, p.phase.value, p.reason,
+            p.message, _us(p.last_phase_transition_time), _us(expires) if expires else None,
+            _us(p.create_time), p.revision, p.dataplane_cfg, _us(p.programmed_at) if p.programmed_at else None)
+
+
+def _network_values(n: Network) -> tuple:
+    return (n.namespace, n.name, n.uid, json.dumps(list(n.subnets)),
+            json.dumps([{"prefix": r.prefix, "next_hop": r.next_hop} for r in n.routes]),
+            n.description, _us(n.create_time), _us(n.update_time), n.revision)
 
 
 class _SqliteTx(Transaction):
@@ -236,14 +258,22 @@ class _SqliteTx(Transaction):
         return [_network(r) for r in self._db.execute(sql, args)]
 
     def put_network(self, n: Network) -> None:
-        self._db.execute(
-            f"INSERT OR REPLACE INTO networks ({_NET_COLS}) VALUES (?,?,?,?,?,?,?,?,?)",
-            (n.namespace, n.name, n.uid, json.dumps(list(n.subnets)),
-             json.dumps([{"prefix": r.prefix, "next_hop": r.next_hop} for r in n.routes]),
-             n.description, _us(n.create_time), _us(n.update_time), n.revision))
+        existed = self._one("SELECT 1 FROM networks WHERE namespace=? AND name=?", (n.namespace, n.name))
+        values = _network_values(n)
+        self._db.execute(f"INSERT OR REPLACE INTO networks ({_NET_COLS}) VALUES (?,?,?,?,?,?,?,?,?)", values)
+        self._event(n.namespace, n.name, "network", n.name, EventType.UPDATED if existed else EventType.CREATED,
+                    values)
 
     def delete_network(self, key: NetworkKey) -> None:
-        self._db.execute("DELETE FROM networks WHERE namespace=? AND name=?", (key.namespace, key.name))
+        if self._db.execute("DELETE FROM networks WHERE namespace=? AND name=?",
+                            (key.namespace, key.name)).rowcount:
+            self._event(key.namespace, key.name, "network", key.name, EventType.DELETED, None)
+
+    def _event(self, namespace: str, network: str, kind: str, name: str, type_: str, values) -> None:
+        """Records a change for Watch, in the same transaction as the change."""
+        self._db.execute("INSERT INTO events (time, namespace, network, kind, name, type, body) "
+                         "VALUES (?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
+                                                    type_, json.dumps(values)))
 
     # peerings
     def get_peering(self, key: PeeringKey) -> Peering | None:
@@ -272,17 +302,72 @@ class _SqliteTx(Transaction):
             "ORDER BY namespace, network, name", (network.namespace, network.name))]
 
     def put_peering(self, p: Peering) -> None:
-        expires = p.expires_at
-        self._db.execute(
-            f"INSERT OR REPLACE INTO peerings ({_PEER_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (p.namespace, p.network, p.name, p.remote_namespace, p.remote_network, p.network_uid,
-             p.remote_uid, int(p.ttl.total_seconds()), p.description, p.phase.value, p.reason,
-             p.message, _us(p.last_phase_transition_time), _us(expires) if expires else None,
-             _us(p.create_time), p.revision))
+        old = self._one("SELECT phase, dataplane_cfg, programmed_at FROM peerings "
+                        "WHERE namespace=? AND network=? AND name=?", (p.namespace, p.network, p.name))
+        values = _peering_values(p)
+        self._db.execute(f"INSERT OR REPLACE INTO peerings ({_PEER_COLS}) VALUES "
+                         f"({','.join('?' * len(values))})", values)
+        if old is None:
+            type_ = EventType.CREATED
+        elif old[0] != p.phase.value:
+            type_ = EventType.PHASE_CHANGED
+        elif old[2] is None and p.programmed_at is not None:
+            type_ = EventType.PROGRAMMED
+        else:
+            type_ = EventType.UPDATED
+        self._event(p.namespace, p.network, "peering", p.name, type_, values)
 
     def delete_peering(self, key: PeeringKey) -> None:
-        self._db.execute("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
-                         (key.namespace, key.network, key.name))
+        if self._db.execute("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
+                            (key.namespace, key.network, key.name)).rowcount:
+            self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
+
+    def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
+        keys = [PeeringKey(network.namespace, network.name, r[0]) for r in self._db.execute(
+            "SELECT name FROM peerings WHERE namespace=? AND network=? AND phase=?",
+            (network.namespace, network.name, Phase.BOUND.value))]
+        self._db.execute("UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL "
+                         "WHERE namespace=? AND network=? AND phase=?",
+                         (cfg, network.namespace, network.name, Phase.BOUND.value))
+        return keys
+
+    def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
+        return [_peering(r) for r in self._db.execute(
+            f"SELECT {_PEER_COLS} FROM peerings WHERE programmed_at IS NULL AND dataplane_cfg IS NOT NULL "
+            "AND dataplane_cfg <= ? ORDER BY dataplane_cfg LIMIT ?", (up_to, limit))]
+
+    # events
+    def events_after(self, namespace: str, network: str | None, revision: int, limit: int) -> list[Event]:
+        sql = ("SELECT revision, time, namespace, network, kind, name, type, body FROM events "
+               "WHERE namespace=? AND revision > ?")
+        args: list = [namespace, revision]
+        if network is not None:
+            sql += " AND network=?"
+            args.append(network)
+        sql += " ORDER BY revision LIMIT ?"
+        args.append(limit)
+        return [_event(r) for r in self._db.execute(sql, args)]
+
+    def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
+        rows = self._db.execute("SELECT revision, namespace FROM events WHERE revision > ? ORDER BY revision",
+                                (after,)).fetchall()
+        if not rows:
+            return max(after, self.revisions()[1]), set()
+        return rows[-1][0], {r[1] for r in rows}
+
+    def revisions(self) -> tuple[int, int]:
+        row = self._one("SELECT min(revision), max(revision) FROM events", ())
+        if row[1] is not None:
+            return row[0], row[1]
+        # No event kept: the next one gets the sequence's next value.
+        seq = self._one("SELECT seq FROM sqlite_sequence WHERE name='events'", ())
+        head = seq[0] if seq else 0
+        return head + 1, head
+
+    def prune_events(self, older_than: datetime, keep: int) -> int:
+        head = self.revisions()[1]
+        return self._db.execute("DELETE FROM events WHERE time < ? AND revision <= ?",
+                                (_us(older_than), head - keep)).rowcount
 
     def expired_peerings(self, now: datetime, limit: int = 500) -> list[Peering]:
         return [_peering(r) for r in self._db.execute(
@@ -307,6 +392,11 @@ class _SqliteTx(Transaction):
     def count_peerings_of(self, network: NetworkKey) -> int:
         return self._one("SELECT count(*) FROM peerings WHERE namespace=? AND network=?",
                          (network.namespace, network.name))[0]
+
+    def count_by_phase(self) -> dict[str, int]:
+        counts = {phase.value: 0 for phase in Phase}
+        counts.update(dict(self._db.execute("SELECT phase, count(*) FROM peerings GROUP BY phase").fetchall()))
+        return counts
 
     def count_pending(self, namespace: str) -> int:
         return self._one("SELECT count(*) FROM peerings WHERE namespace=? AND phase!=?",

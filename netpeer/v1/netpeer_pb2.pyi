@@ -19,10 +19,19 @@ class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PENDING: _ClassVar[Phase]
     BOUND: _ClassVar[Phase]
     FAILED: _ClassVar[Phase]
+
+class Dataplane(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DATAPLANE_UNSPECIFIED: _ClassVar[Dataplane]
+    PROGRAMMING: _ClassVar[Dataplane]
+    PROGRAMMED: _ClassVar[Dataplane]
 PHASE_UNSPECIFIED: Phase
 PENDING: Phase
 BOUND: Phase
 FAILED: Phase
+DATAPLANE_UNSPECIFIED: Dataplane
+PROGRAMMING: Dataplane
+PROGRAMMED: Dataplane
 
 class Route(_message.Message):
     __slots__ = ("prefix", "next_hop")
@@ -95,7 +104,7 @@ class RemoteRef(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., network: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
 
 class Peering(_message.Message):
-    __slots__ = ("name", "remote", "description", "ttl", "phase", "reason", "message", "last_phase_transition_time", "expires_at", "remote_uid", "network_uid", "create_time", "etag")
+    __slots__ = ("name", "remote", "description", "ttl", "phase", "reason", "message", "last_phase_transition_time", "expires_at", "remote_uid", "network_uid", "create_time", "etag", "dataplane", "programmed_at")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +118,8 @@ class Peering(_message.Message):
     NETWORK_UID_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     ETAG_FIELD_NUMBER: _ClassVar[int]
+    DATAPLANE_FIELD_NUMBER: _ClassVar[int]
+    PROGRAMMED_AT_FIELD_NUMBER: _ClassVar[int]
     name: str
     remote: RemoteRef
     description: str
@@ -122,7 +133,49 @@ class Peering(_message.Message):
     network_uid: str
     create_time: _timestamp_pb2.Timestamp
     etag: str
-    def __init__(self, name: _Optional[str] = ..., remote: _Optional[_Union[RemoteRef, _Mapping]] = ..., description: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., phase: _Optional[_Union[Phase, str]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., last_phase_transition_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remote_uid: _Optional[str] = ..., network_uid: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ...) -> None: ...
+    dataplane: Dataplane
+    programmed_at: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., remote: _Optional[_Union[RemoteRef, _Mapping]] = ..., description: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., phase: _Optional[_Union[Phase, str]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., last_phase_transition_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remote_uid: _Optional[str] = ..., network_uid: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., dataplane: _Optional[_Union[Dataplane, str]] = ..., programmed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("parent", "since_revision")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    SINCE_REVISION_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    since_revision: int
+    def __init__(self, parent: _Optional[str] = ..., since_revision: _Optional[int] = ...) -> None: ...
+
+class WatchEvent(_message.Message):
+    __slots__ = ("revision", "type", "time", "name", "network", "peering")
+    class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        TYPE_UNSPECIFIED: _ClassVar[WatchEvent.Type]
+        BOOKMARK: _ClassVar[WatchEvent.Type]
+        CREATED: _ClassVar[WatchEvent.Type]
+        UPDATED: _ClassVar[WatchEvent.Type]
+        PHASE_CHANGED: _ClassVar[WatchEvent.Type]
+        PROGRAMMED: _ClassVar[WatchEvent.Type]
+        DELETED: _ClassVar[WatchEvent.Type]
+    TYPE_UNSPECIFIED: WatchEvent.Type
+    BOOKMARK: WatchEvent.Type
+    CREATED: WatchEvent.Type
+    UPDATED: WatchEvent.Type
+    PHASE_CHANGED: WatchEvent.Type
+    PROGRAMMED: WatchEvent.Type
+    DELETED: WatchEvent.Type
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    PEERING_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    type: WatchEvent.Type
+    time: _timestamp_pb2.Timestamp
+    name: str
+    network: Network
+    peering: Peering
+    def __init__(self, revision: _Optional[int] = ..., type: _Optional[_Union[WatchEvent.Type, str]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., network: _Optional[_Union[Network, _Mapping]] = ..., peering: _Optional[_Union[Peering, _Mapping]] = ...) -> None: ...
 
 class CreateNetworkRequest(_message.Message):
     __slots__ = ("parent", "network_id", "network", "validate_only")
@@ -153,12 +206,14 @@ class ListNetworksRequest(_message.Message):
     def __init__(self, parent: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListNetworksResponse(_message.Message):
-    __slots__ = ("networks", "next_page_token")
+    __slots__ = ("networks", "next_page_token", "revision")
     NETWORKS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
     networks: _containers.RepeatedCompositeFieldContainer[Network]
     next_page_token: str
-    def __init__(self, networks: _Optional[_Iterable[_Union[Network, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    revision: int
+    def __init__(self, networks: _Optional[_Iterable[_Union[Network, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class UpdateNetworkRequest(_message.Message):
     __slots__ = ("network", "update_mask", "validate_only")
@@ -207,12 +262,14 @@ class ListPeeringsRequest(_message.Message):
     def __init__(self, parent: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListPeeringsResponse(_message.Message):
-    __slots__ = ("peerings", "next_page_token")
+    __slots__ = ("peerings", "next_page_token", "revision")
     PEERINGS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
     peerings: _containers.RepeatedCompositeFieldContainer[Peering]
     next_page_token: str
-    def __init__(self, peerings: _Optional[_Iterable[_Union[Peering, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    revision: int
+    def __init__(self, peerings: _Optional[_Iterable[_Union[Peering, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class UpdatePeeringRequest(_message.Message):
     __slots__ = ("peering", "update_mask", "validate_only")
