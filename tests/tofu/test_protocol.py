@@ -92,7 +92,7 @@ class Tofu:
         self.sockets = root / "sockets"
         self.sockets.mkdir()
         self.env.update(TF_CLI_CONFIG_FILE=str(self.cli_config), TF_IN_AUTOMATION="1", CHECKPOINT_DISABLE="1",
-                        TF_INPUT="0", HOME=str(root), PLUGIN_UNIX_SOCKET_DIR=str(self.sockets))
+                        TF_INPUT="0", PLUGIN_UNIX_SOCKET_DIR=str(self.sockets))
 
     def write_config(self, value: str = "one") -> None:
         (self.project / "main.tf").write_text(textwrap.dedent(f"""\
@@ -128,6 +128,11 @@ class Tofu:
     def objects(self) -> list[dict]:
         return [json.loads(p.read_text()) for p in sorted(self.store.glob("*.json"))]
 
+    def resource(self, address: str) -> dict:
+        shown = json.loads(self.run("show", "-json").stdout)
+        [res] = [r for r in shown["values"]["root_module"]["resources"] if r["address"] == address]
+        return res
+
     def outputs(self) -> dict:
         return {k: v["value"] for k, v in json.loads(self.run("output", "-json").stdout).items()}
 
@@ -154,6 +159,10 @@ def test_lifecycle_with_real_tofu(workdir):
     drift = tofu.run("plan", "-refresh-only", "-detailed-exitcode", "-input=false", ok=(2,))
     assert "changed outside of OpenTofu" in drift.stdout and '"one" -> "changed"' in drift.stdout, drift.stdout
 
+    # `tofu refresh` takes the change into the state...
+    tofu.run("refresh", "-input=false")
+    assert tofu.resource("netpeer_toy.a")["values"]["value"] == "changed"
+
     # ...and apply puts the configured value back with an in-place update (serial bumped, same id).
     tofu.run("apply", "-auto-approve", "-input=false")
     [obj2] = tofu.objects()
@@ -169,8 +178,7 @@ def test_lifecycle_with_real_tofu(workdir):
     tofu.run("state", "rm", "netpeer_toy.a")
     assert "netpeer_toy.a" not in tofu.run("state", "list").stdout.split()
     tofu.run("import", "-input=false", "netpeer_toy.a", obj["id"])
-    shown = json.loads(tofu.run("show", "-json").stdout)
-    [res] = [r for r in shown["values"]["root_module"]["resources"] if r["address"] == "netpeer_toy.a"]
+    res = tofu.resource("netpeer_toy.a")
     assert res["values"]["id"] == obj["id"] and res["values"]["name"] == "alpha"
     tofu.run("plan", "-detailed-exitcode", "-input=false")
 
