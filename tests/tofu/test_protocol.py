@@ -91,8 +91,10 @@ class Tofu:
         # that every start cleaned up after itself.
         self.sockets = root / "sockets"
         self.sockets.mkdir()
+        # HOME is ours too (tofu creates ~/.terraform.d); the plugin is told where the stubs are cached.
         self.env.update(TF_CLI_CONFIG_FILE=str(self.cli_config), TF_IN_AUTOMATION="1", CHECKPOINT_DISABLE="1",
-                        TF_INPUT="0", PLUGIN_UNIX_SOCKET_DIR=str(self.sockets))
+                        TF_INPUT="0", PLUGIN_UNIX_SOCKET_DIR=str(self.sockets), HOME=str(root),
+                        NETPEER_CACHE_DIR=os.environ.get("NETPEER_CACHE_DIR") or str(Path.home() / ".cache" / "netpeer"))
 
     def write_config(self, value: str = "one") -> None:
         (self.project / "main.tf").write_text(textwrap.dedent(f"""\
