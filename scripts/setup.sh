@@ -3,7 +3,8 @@
 #   - Debian packages: OVN central + host, Open vSwitch, iproute2, ...
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
-#   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached)
+#   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
+#     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
 # Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI, --no-opentofu OpenTofu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,4 +79,5 @@ fi
 # --- OpenTofu ----------------------------------------------------------------
 if [ "$want_opentofu" = 1 ]; then
   PYTHON=.venv/bin/python bash scripts/install-opentofu.sh >/dev/null
+  PYTHON=.venv/bin/python bash scripts/install-tofu-provider.sh >/dev/null
 fi
