@@ -66,3 +66,227 @@ def test_two_tenants_pending_bound_refresh_and_destroy_while_bound(modules, netp
     assert re.search(r'~ phase\s+= "Bound" -> "Pending"', withdrawn.stdout), withdrawn.stdout
     assert re.search(r'~ reason\s+= "Bound" -> "RemoteWithdrawn"', withdrawn.stdout), withdrawn.stdout
     assert list(a.home.sockets.iterdir()) == [], "a plugin run left its private directory behind"
+
+
+MODULE = """
+terraform {
+  required_providers {
+    netpeer = { source = "netpeer/netpeer" }
+  }
+}
+provider "netpeer" {}
+variable "subnets" {
+  type    = list(string)
+  default = ["10.1.0.0/24", "FD00:A:0::/64"]  # spelled unlike the service: plans must stay empty
+}
+variable "description" {
+  type    = string
+  default = null
+}
+variable "remote_network" {
+  type    = string
+  default = "net-b"
+}
+variable "ttl" {
+  type    = string
+  default = "168h"  # the service says 7d
+}
+resource "netpeer_network" "a" {
+  name    = "net-a"
+  subnets = var.subnets
+}
+resource "netpeer_peering" "to_b" {
+  network          = netpeer_network.a.name
+  name             = "to-b"
+  remote_namespace = "team-b"
+  remote_network   = var.remote_network
+  description      = var.description
+  ttl              = var.ttl
+}
+"""
+
+
+def test_update_in_place_and_replace(modules, netpeerd):
+    a = modules("a", "team-a")
+    a.write(MODULE)
+    a.init()
+    a.apply()
+    a.plan()  # the declared spellings (168h, FD00:A:0::/64) are kept: nothing to do
+    c = netpeerd.client()
+    assert c.get_network("team-a", "net-a")["subnets"] == ["10.1.0.0/24", "fd00:a::/64"]
+    first = c.get_peering("team-a", "net-a", "to-b")
+    assert first["ttl"] == "7d"
+
+    # description and ttl: the peering is updated in place
+    plan = a.plan("-var", "description=reviewed by security", "-var", "ttl=2d", ok=(2,))
+    assert "netpeer_peering.to_b will be updated in-place" in plan.stdout, plan.stdout
+    assert "Plan: 0 to add, 1 to change, 0 to destroy." in plan.stdout and "replace" not in plan.stdout
+    a.apply("-var", "description=reviewed by security", "-var", "ttl=2d")
+    p = c.get_peering("team-a", "net-a", "to-b")
+    assert (p["description"], p["ttl"]) == ("reviewed by security", "2d")
+    a.plan("-var", "description=reviewed by security", "-var", "ttl=2d")
+    # leaving description out again clears it
+    plan = a.plan("-var", "ttl=2d", ok=(2,))
+    assert re.search(r'~ description\s+= "reviewed by security" -> null', plan.stdout) \
+        or re.search(r'- description\s+= "reviewed by security"', plan.stdout) \
+        or re.search(r'~ description\s+= "reviewed by security" -> ""', plan.stdout), plan.stdout
+    a.apply("-var", "ttl=2d")
+    assert c.get_peering("team-a", "net-a", "to-b")["description"] == ""
+
+    # subnets: the network is updated in place, same uid
+    uid = c.get_network("team-a", "net-a")["uid"]
+    wider = '["10.1.0.0/24", "fd00:a::/64", "10.3.0.0/24"]'
+    plan = a.plan("-var", f"subnets={wider}", "-var", "ttl=2d", ok=(2,))
+    assert "netpeer_network.a will be updated in-place" in plan.stdout and "0 to add, 1 to change" in plan.stdout
+    a.apply("-var", f"subnets={wider}", "-var", "ttl=2d")
+    n = c.get_network("team-a", "net-a")
+    assert n["uid"] == uid and n["subnets"] == ["10.1.0.0/24", "fd00:a::/64", "10.3.0.0/24"]
+
+    # the remote: the peering is replaced (deleted first: its name is unique)
+    plan = a.plan("-var", f"subnets={wider}", "-var", "ttl=2d", "-var", "remote_network=net-z", ok=(2,))
+    assert "netpeer_peering.to_b must be replaced" in plan.stdout, plan.stdout
+    assert re.search(r'~ remote_network\s+= "net-b" -> "net-z" # forces replacement', plan.stdout), plan.stdout
+    assert "Plan: 1 to add, 0 to change, 1 to destroy." in plan.stdout
+    a.apply("-var", f"subnets={wider}", "-var", "ttl=2d", "-var", "remote_network=net-z")
+    p = c.get_peering("team-a", "net-a", "to-b")
+    assert p["remote_network"] == "net-z" and p["last_phase_transition_time"] >= first["last_phase_transition_time"]
+    a.plan("-var", f"subnets={wider}", "-var", "ttl=2d", "-var", "remote_network=net-z")
+
+
+def test_unknown_values_are_tolerated_during_plan(modules, netpeerd):
+    a = modules("a", "team-a")
+    a.write("""
+terraform {
+  required_providers {
+    netpeer = { source = "netpeer/netpeer" }
+  }
+}
+resource "terraform_data" "name" { input = "net-u" }  # its output is known only after apply
+resource "netpeer_network" "u" {
+  name    = terraform_data.name.output
+  subnets = ["10.5.0.0/24"]
+}
+resource "netpeer_peering" "p" {
+  network        = netpeer_network.u.name
+  name           = "to-x"
+  remote_network = terraform_data.name.output
+  ttl            = "1h"
+}
+""")
+    a.init()
+    plan = a.plan(ok=(2,))
+    assert re.search(r'\+ name\s+= \(known after apply\)', plan.stdout), plan.stdout
+    assert "Plan: 3 to add" in plan.stdout
+    # ...and what the plan could not check is refused once known, in one line: it peers with itself.
+    out = a.apply(ok=(1,))
+    errors = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if line.startswith("Error: ")]
+    assert errors == ["Error: creating peering net-u/to-x: remote.network: 'team-a/net-u' is the peering's own "
+                      "network; a network cannot peer with itself"], out.stdout + out.stderr
+    assert [n["name"] for n in netpeerd.client().list_networks("team-a")] == ["net-u"]
+
+
+def test_import_by_command_and_by_block_then_empty_plan(modules, netpeerd):
+    c = netpeerd.tenant("team-a")
+    c.create_network("team-a", "net-a", ["10.1.0.0/24", "fd00:a::/64"])
+    c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    a = modules("a", "team-a")
+    a.write(MODULE.replace('default = "168h"  # the service says 7d', 'default = null'))
+    a.init()
+
+    bad = a.run("import", "-input=false", "netpeer_peering.to_b", "net-a/to-b", ok=(1,))
+    assert "id: 'net-a/to-b' is not a peering id (namespaces/NS/networks/NETWORK/peerings/NAME)" in bad.stdout + bad.stderr
+    missing = a.run("import", "-input=false", "netpeer_network.a", "namespaces/team-a/networks/net-q", ok=(1,))
+    assert "cannot import netpeer_network 'namespaces/team-a/networks/net-q'" in missing.stdout + missing.stderr
+
+    a.run("import", "-input=false", "netpeer_network.a", "namespaces/team-a/networks/net-a")
+    a.run("import", "-input=false", "netpeer_peering.to_b", PEERING_A)
+    assert a.values("netpeer_peering.to_b")["phase"] == "Pending"
+    a.plan()  # adopted as declared: nothing to do
+
+    # The same with an import block, planned and applied like any change.
+    a.run("state", "rm", "netpeer_peering.to_b")
+    a.write(f'import {{\n  to = netpeer_peering.to_b\n  id = "{PEERING_A}"\n}}\n', "imports.tf")
+    plan = a.plan(ok=(2,))
+    assert "Plan: 1 to import, 0 to add, 0 to change, 0 to destroy." in plan.stdout, plan.stdout
+    a.apply()
+    (a.dir / "imports.tf").unlink()
+    a.plan()
+    assert a.values("netpeer_peering.to_b")["id"] == PEERING_A
+
+
+def test_out_of_band_delete_shows_as_deleted_and_comes_back(modules, netpeerd):
+    a = modules("a", "team-a", example="tenant-a")
+    a.init()
+    a.apply()
+    netpeerd.tenant("team-a").delete_peering("team-a", "net-a", "to-b")
+    drift = a.plan("-refresh-only", ok=(2,))
+    assert "netpeer_peering.to_b has been deleted" in drift.stdout, drift.stdout
+    plan = a.plan(ok=(2,))
+    assert "netpeer_peering.to_b will be created" in plan.stdout
+    a.apply()
+    assert a.outputs()["phase"] == "Pending"
+    assert netpeerd.client().get_peering("team-a", "net-a", "to-b")["phase"] == "Pending"
+
+
+BAD = """
+terraform {
+  required_providers {
+    netpeer = { source = "netpeer/netpeer" }
+  }
+}
+resource "netpeer_network" "good" {
+  name    = "net-ok"
+  subnets = ["10.7.0.0/24"]
+}
+resource "netpeer_network" "bad" {
+  name    = "net-a"
+  subnets = ["10.1.0.5/24"]
+}
+resource "netpeer_peering" "bad" {
+  network        = netpeer_network.good.name
+  name           = "internal"
+  remote_network = "net-b"
+  wait_for_bound = "soon"
+  ttl            = "400d"
+}
+"""
+
+
+def test_bad_input_is_a_diagnostic_on_the_attribute_and_nothing_is_applied(modules, netpeerd):
+    a = modules("a", "team-a")
+    a.write(BAD)
+    a.init()
+    for cmd in (("plan", "-input=false"), ("apply", "-auto-approve", "-input=false")):
+        out = a.run(*cmd, ok=(1,))
+        text = out.stdout + out.stderr
+        errors = [line for line in text.splitlines() if line.startswith("Error: ")]
+        assert sorted(errors) == sorted([
+            "Error: subnets[0]: '10.1.0.5/24' has host bits set; did you mean 10.1.0.0/24?",
+            "Error: name: 'internal' is reserved",
+            "Error: wait_for_bound: 'soon' is not a duration (like 0s, 90s, 2m, 1m30s)",
+            "Error: ttl: '400d' must be between 1s and 365d",
+        ]), text
+        # each points at the line of the attribute
+        assert re.search(r'on main.tf line 13, in resource "netpeer_network" "bad":\n\s*13:\s+subnets = ', text), text
+        assert re.search(r'line 19, in resource "netpeer_peering" "bad":\n\s*19:\s+wait_for_bound = "soon"', text)
+    assert netpeerd.client().list_networks("team-a") == [], "nothing may be applied"
+
+    # A refusal of the service is one line too, naming the object.
+    netpeerd.tenant("team-a").create_network("team-a", "net-ok", ["10.7.0.0/24"])
+    a.write(BAD.split('resource "netpeer_network" "bad"')[0])
+    out = a.apply(ok=(1,))
+    errors = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if line.startswith("Error: ")]
+    assert errors == ["Error: creating network net-ok: network team-a/net-ok already exists"], out.stdout + out.stderr
+
+
+def test_mixed_opentofu_and_pulumi_tenants_end_bound(modules, stacks, netpeerd):
+    a = modules("a", "team-a", example="tenant-a")
+    a.init()
+    a.apply()
+    assert a.outputs()["phase"] == "Pending"
+    b = stacks("tenant-b", netpeerd.token("team-b"))
+    b.up()
+    assert b.outputs()["phase"] == "Bound" and b.outputs()["remote_uid"] == a.outputs()["network_uid"]
+    a.apply("-refresh-only")
+    assert a.outputs()["phase"] == "Bound" and a.outputs()["remote_uid"] == b.outputs()["network_uid"]
+    a.plan()

@@ -65,9 +65,11 @@ class CoreResource(Resource):
         return Schema(attributes=mapping.attributes(cls.spec), description=cls.spec.description)
 
     # --- translation ---
-    def inputs(self, state: dict, *, planning: bool) -> dict[str, Any]:
+    def inputs(self, state: dict, *, planning: bool, errors: list | None = None) -> dict[str, Any]:
         """The core's inputs from a configuration, plan or state. While planning, unknown values are
-        the core's ``UNKNOWN``; at apply time unknowns are computed attributes the user left out."""
+        the core's ``UNKNOWN``; at apply time unknowns are computed attributes the user left out.
+        A duration that does not parse raises ``ValueError``, or is appended to ``errors`` (and
+        passed on as unknown, so that the core checks the rest)."""
         out = {}
         for name, f in mapping.fields(self.spec).items():
             if not f.role.is_input:
@@ -76,7 +78,13 @@ class CoreResource(Resource):
             if value is UNKNOWN:
                 value = core.UNKNOWN if planning else None
             elif (self.spec.name, name) in mapping.OVERRIDES and value is not None:
-                value = mapping.seconds(name, value)
+                try:
+                    value = mapping.seconds(name, value)
+                except ValueError as exc:
+                    if errors is None:
+                        raise
+                    errors.append(error(str(exc), attribute=name))
+                    value = core.UNKNOWN
             out[name] = mapping.to_core(value)
         return out
 
@@ -103,9 +111,10 @@ class CoreResource(Resource):
                 st[name] = default
         if declared:
             st.update(self.spelling(declared, st))
-            for name in mapping.defaults(self.spec):
-                if (self.spec.name, name) in mapping.OVERRIDES and declared.get(name) not in (None, UNKNOWN):
-                    st[name] = declared[name]
+        for name in mapping.defaults(self.spec):
+            if (self.spec.name, name) in mapping.OVERRIDES:  # the core counts seconds
+                mine = (declared or {}).get(name)
+                st[name] = mine if mine not in (None, UNKNOWN) else mapping.duration(outputs.get(name))
         return st
 
     def spelling(self, declared: dict, held: dict) -> dict[str, Any]:
@@ -120,13 +129,9 @@ class CoreResource(Resource):
 
     # --- the protocol ---
     def validate(self, config: dict):
-        try:
-            news = self.inputs(config, planning=True)
-        except ValueError as exc:
-            name = str(exc).split(":")[0]
-            return [error(str(exc), attribute=name)]
-        _, failures = self.ops.check(news)
-        return [error(self.message(f, config), attribute=mapping.path(f.path, self.schema.type)) for f in failures]
+        diags: list = []
+        _, failures = self.ops.check(self.inputs(config, planning=True, errors=diags))
+        return diags + [error(self.message(f, config), attribute=mapping.path(f.path, self.schema.type)) for f in failures]
 
     def message(self, failure: core.Failure, config: dict) -> str:
         """The core's line, in the user's units where the face changed them (durations)."""
@@ -141,6 +146,10 @@ class CoreResource(Resource):
         for name, default in mapping.defaults(self.spec).items():
             if config is not None and config.get(name) is None:
                 planned[name] = default
+        failures = self.ops.check(self.inputs(planned, planning=True))[1] if config is not None else []
+        if failures:  # validate saw these too, unless they were unknown then
+            raise ProviderError(diagnostics=[error(self.message(f, planned), attribute=mapping.path(
+                f.path, self.schema.type)) for f in failures])
         computed = [n for n, a in self.schema.attributes.items()
                     if a.computed and (config is None or config.get(n) is None)]
         if prior is None:
