@@ -282,11 +282,22 @@ def test_bad_input_is_a_diagnostic_on_the_attribute_and_nothing_is_applied(modul
 def test_mixed_opentofu_and_pulumi_tenants_end_bound(modules, stacks, netpeerd):
     a = modules("a", "team-a", example="tenant-a")
     a.init()
-    a.apply()
-    assert a.outputs()["phase"] == "Pending"
+    # A waits for B's consent; B has not declared it yet: the apply fails in one line and withdraws A's half.
+    out = a.apply("-var", "wait_for_bound=1s", ok=(1,))
+    errors = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and errors[0].startswith("Error: peering team-a/net-a/to-b is Pending (AwaitingRemote"), \
+        out.stdout + out.stderr
+    assert errors[0].endswith("after wait_for_bound=1s; this half was withdrawn again, run `tofu apply` once the "
+                              "other side has consented"), errors
+    assert netpeerd.client().list_peerings("team-a", "net-a") == []
+    assert a.values("netpeer_peering.to_b") is None and a.values("netpeer_network.a") is not None
+
     b = stacks("tenant-b", netpeerd.token("team-b"))
     b.up()
-    assert b.outputs()["phase"] == "Bound" and b.outputs()["remote_uid"] == a.outputs()["network_uid"]
-    a.apply("-refresh-only")
+    assert b.outputs()["phase"] == "Pending"
+    a.apply("-var", "wait_for_bound=2m")
     assert a.outputs()["phase"] == "Bound" and a.outputs()["remote_uid"] == b.outputs()["network_uid"]
-    a.plan()
+    b.run("refresh", "--yes")
+    assert b.resource("NetworkPeering", "to-a")["outputs"]["phase"] == "Bound"
+    assert b.resource("NetworkPeering", "to-a")["outputs"]["remote_uid"] == a.outputs()["network_uid"]
+    a.plan("-var", "wait_for_bound=2m")

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from netpeer_provider.core import schema as cs
-from netpeer_provider.tofu import UNKNOWN, mapping
+from netpeer_provider.tofu import UNKNOWN, ProviderError, mapping
 from netpeer_provider.tofu.netpeer import NetpeerProvider
 
 PROVIDER = NetpeerProvider()
@@ -139,3 +139,30 @@ def test_failure_paths_stop_where_the_schema_does():
     assert mapping.path("routes[1].next_hop", t) == ("routes", 1)
     assert mapping.path("peerings[to-b]", t) == ("peerings",)
     assert mapping.path("id", t) == ("id",) and mapping.path("nonsense", t) is None
+
+
+def test_a_missing_setting_is_one_line_saying_where_to_set_it(monkeypatch):
+    for var in ("NETPEER_ENDPOINT", "NETPEER_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    provider = NetpeerProvider()
+    provider.configure({"endpoint": "unix:///nowhere.sock", "token": None, "ca_cert": None, "client_cert": None,
+                        "client_key": None}, "1.12.6")
+    with pytest.raises(ProviderError) as exc:
+        provider.resource("netpeer_network").create(
+            {**config_of(NETWORK, name="net-a", subnets=["10.1.0.0/24"]), "routes": [], "description": ""}, {})
+    [d] = exc.value.diagnostics
+    assert d.summary == 'token is not set: set token in the provider "netpeer" block or export NETPEER_TOKEN'
+
+
+def test_the_reference_page_documents_every_attribute():
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "docs" / "opentofu.md").read_text()
+    schemas = PROVIDER.get_schemas()
+    missing = []
+    for title, schema in [("provider", schemas[0]), *schemas[1].items(),
+                          *((f"data {n}", s) for n, s in schemas[2].items())]:
+        start = text.index(f"## Data source: {title[5:]}") if title.startswith("data ") else (
+            text.index("## Provider configuration") if title == "provider" else text.index(f"## Resource: {title}"))
+        section = text[start:text.find("\n## ", start + 1)]
+        missing += [f"{title}.{name}" for name in schema.attributes if f"`{name}`" not in section]
+    assert missing == []

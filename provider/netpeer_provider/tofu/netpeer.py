@@ -41,6 +41,10 @@ class TofuTerms(Terms):
     def how_to_set(self, field: cs.Field) -> str:
         return f'set {field.name} in the provider "netpeer" block'
 
+    def both_ways(self) -> str:
+        return ("it exists already (made by another root module or tool): adopt it with `tofu import` or an "
+                "import block, or remove the other declaration")
+
 
 TERMS = TofuTerms()
 
