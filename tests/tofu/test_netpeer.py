@@ -14,6 +14,11 @@ pytestmark = pytest.mark.tofu
 PEERING_A = "namespaces/team-a/networks/net-a/peerings/to-b"
 
 
+def errors(proc) -> list[str]:
+    """The diagnostics' summary lines tofu printed."""
+    return [line for line in proc.stdout.splitlines() + proc.stderr.splitlines() if line.startswith("Error: ")]
+
+
 def test_two_tenants_pending_bound_refresh_and_destroy_while_bound(modules, netpeerd):
     token_a = netpeerd.token("team-a")
     # A passes its token as a sensitive variable, B through NETPEER_TOKEN.
@@ -179,8 +184,7 @@ resource "netpeer_peering" "p" {
     assert "Plan: 3 to add" in plan.stdout
     # ...and what the plan could not check is refused once known, in one line: it peers with itself.
     out = a.apply(ok=(1,))
-    errors = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if line.startswith("Error: ")]
-    assert errors == ["Error: creating peering net-u/to-x: remote.network: 'team-a/net-u' is the peering's own "
+    assert errors(out) == ["Error: creating peering net-u/to-x: remote.network: 'team-a/net-u' is the peering's own "
                       "network; a network cannot peer with itself"], out.stdout + out.stderr
     assert [n["name"] for n in netpeerd.client().list_networks("team-a")] == ["net-u"]
 
@@ -194,9 +198,11 @@ def test_import_by_command_and_by_block_then_empty_plan(modules, netpeerd):
     a.init()
 
     bad = a.run("import", "-input=false", "netpeer_peering.to_b", "net-a/to-b", ok=(1,))
-    assert "id: 'net-a/to-b' is not a peering id (namespaces/NS/networks/NETWORK/peerings/NAME)" in bad.stdout + bad.stderr
+    assert errors(bad) == ["Error: id: 'net-a/to-b' is not a peering id "
+                           "(namespaces/NS/networks/NETWORK/peerings/NAME)"], bad.stdout + bad.stderr
     missing = a.run("import", "-input=false", "netpeer_network.a", "namespaces/team-a/networks/net-q", ok=(1,))
-    assert "cannot import netpeer_network 'namespaces/team-a/networks/net-q'" in missing.stdout + missing.stderr
+    assert errors(missing) == ["Error: cannot import netpeer_network 'namespaces/team-a/networks/net-q': it does "
+                               "not exist, or the token cannot see it"], missing.stdout + missing.stderr
 
     a.run("import", "-input=false", "netpeer_network.a", "namespaces/team-a/networks/net-a")
     a.run("import", "-input=false", "netpeer_peering.to_b", PEERING_A)
@@ -259,8 +265,7 @@ def test_bad_input_is_a_diagnostic_on_the_attribute_and_nothing_is_applied(modul
     for cmd in (("plan", "-input=false"), ("apply", "-auto-approve", "-input=false")):
         out = a.run(*cmd, ok=(1,))
         text = out.stdout + out.stderr
-        errors = [line for line in text.splitlines() if line.startswith("Error: ")]
-        assert sorted(errors) == sorted([
+        assert sorted(errors(out)) == sorted([
             "Error: subnets[0]: '10.1.0.5/24' has host bits set; did you mean 10.1.0.0/24?",
             "Error: name: 'internal' is reserved",
             "Error: wait_for_bound: 'soon' is not a duration (like 0s, 90s, 2m, 1m30s)",
@@ -275,8 +280,7 @@ def test_bad_input_is_a_diagnostic_on_the_attribute_and_nothing_is_applied(modul
     netpeerd.tenant("team-a").create_network("team-a", "net-ok", ["10.7.0.0/24"])
     a.write(BAD.split('resource "netpeer_network" "bad"')[0])
     out = a.apply(ok=(1,))
-    errors = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if line.startswith("Error: ")]
-    assert errors == ["Error: creating network net-ok: network team-a/net-ok already exists"], out.stdout + out.stderr
+    assert errors(out) == ["Error: creating network net-ok: network team-a/net-ok already exists"], out.stdout + out.stderr
 
 
 def test_mixed_opentofu_and_pulumi_tenants_end_bound(modules, stacks, netpeerd):
@@ -284,11 +288,10 @@ def test_mixed_opentofu_and_pulumi_tenants_end_bound(modules, stacks, netpeerd):
     a.init()
     # A waits for B's consent; B has not declared it yet: the apply fails in one line and withdraws A's half.
     out = a.apply("-var", "wait_for_bound=1s", ok=(1,))
-    errors = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(errors) == 1 and errors[0].startswith("Error: peering team-a/net-a/to-b is Pending (AwaitingRemote"), \
-        out.stdout + out.stderr
-    assert errors[0].endswith("after wait_for_bound=1s; this half was withdrawn again, run `tofu apply` once the "
-                              "other side has consented"), errors
+    [line] = errors(out)
+    assert line.startswith("Error: peering team-a/net-a/to-b is Pending (AwaitingRemote"), out.stdout + out.stderr
+    assert line.endswith("after wait_for_bound=1s; this half was withdrawn again, run `tofu apply` once the "
+                              "other side has consented"), line
     assert netpeerd.client().list_peerings("team-a", "net-a") == []
     assert a.values("netpeer_peering.to_b") is None and a.values("netpeer_network.a") is not None
 

@@ -135,7 +135,8 @@ class CoreResource(Resource):
     def validate(self, config: dict):
         diags: list = []
         _, failures = self.ops.check(self.inputs(config, planning=True, errors=diags))
-        return diags + [error(self.message(f, config), attribute=mapping.path(f.path, self.schema.type)) for f in failures]
+        return diags + [error(self.message(f, config), attribute=mapping.path(f.path, self.schema.type))
+                        for f in failures]
 
     def message(self, failure: core.Failure, config: dict) -> str:
         """The core's line, in the user's units where the face changed them (durations)."""
@@ -150,10 +151,9 @@ class CoreResource(Resource):
         for name, default in mapping.defaults(self.spec).items():
             if config is not None and config.get(name) is None:
                 planned[name] = default
-        failures = self.ops.check(self.inputs(planned, planning=True))[1] if config is not None else []
-        if failures:  # validate saw these too, unless they were unknown then
-            raise ProviderError(diagnostics=[error(self.message(f, planned), attribute=mapping.path(
-                f.path, self.schema.type)) for f in failures])
+        diags = list(self.validate(planned)) if config is not None else []
+        if diags:  # validate saw these too, unless the values were unknown then
+            raise ProviderError(diagnostics=diags)
         computed = [n for n, a in self.schema.attributes.items()
                     if a.computed and (config is None or config.get(n) is None)]
         if prior is None:
