@@ -15,7 +15,9 @@ No Pulumi here. Layers, bottom up:
 The gRPC stubs are generated at setup time from the .proto files of OpenTofu and go-plugin by
 ``scripts/install-opentofu.sh`` into the cache (see ``_stubs``); they are not part of netpeer.
 
-Writing a provider (the netpeer resources plug in the same way, on top of a Pulumi-free core)::
+netpeer's own provider is ``netpeer.NetpeerProvider`` (``netpeer_network``, ``netpeer_peering``, the
+``netpeer_network`` data source, over ``netpeer_provider.core``; ``mapping`` derives its schema from the
+core's); scripts/install-tofu-provider.sh installs it where OpenTofu looks. Writing a provider::
 
     from netpeer_provider.tofu import (STRING, Attribute, DataSource, Provider, ProviderError,
                                        Resource, Schema, UNKNOWN)
