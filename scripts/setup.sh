@@ -3,15 +3,19 @@
 #   - Debian packages: OVN central + host, Open vSwitch, iproute2, ...
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
-# Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI.
+#   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
+#     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
+# Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI, --no-opentofu OpenTofu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "setup: $*" >&2; }
 
 want_pulumi=1
+want_opentofu=1
 for arg in "$@"; do
   case "$arg" in
     --no-pulumi) want_pulumi=0 ;;
+    --no-opentofu) want_opentofu=0 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -70,4 +74,10 @@ fi
 # --- Pulumi CLI --------------------------------------------------------------
 if [ "$want_pulumi" = 1 ]; then
   bash scripts/install-pulumi.sh >/dev/null
+fi
+
+# --- OpenTofu ----------------------------------------------------------------
+if [ "$want_opentofu" = 1 ]; then
+  PYTHON=.venv/bin/python bash scripts/install-opentofu.sh >/dev/null
+  PYTHON=.venv/bin/python bash scripts/install-tofu-provider.sh >/dev/null
 fi
