@@ -182,7 +182,8 @@ class Client:
                 "last_sweep": report(s.last_sweep) if s.HasField("last_sweep") else None,
                 "last_sweep_start_time": _time(s, "last_sweep_start_time"),
                 "last_sweep_end_time": _time(s, "last_sweep_end_time"),
-                "sweep_totals": report(s.sweep_totals)}
+                "sweep_totals": report(s.sweep_totals), "replica": s.replica, "leader": s.leader,
+                "leading": bool(s.replica) and s.replica == s.leader}
 
     # networks
     def create_network(self, namespace: str, name: str, subnets: list[str], routes: list[str] = (),

@@ -232,14 +232,14 @@ def run(args: argparse.Namespace) -> int:
         return serve(Config.load(args.config), mode)
     if cmd == "db":
         from netpeer.config import Config
-        from netpeer.store.sqlite import SqliteStore
+        from netpeer.store.base import open_store
         config = Config.load(args.config)
-        store = SqliteStore(config.store, upgrade=True)
+        store = open_store(config.store, upgrade=True)
         try:
             done, version = store.applied, store.schema_version()
         finally:
             store.close()
-        print(f"store {config.store}: schema version {version}"
+        print(f"store {store.where}: schema version {version}"
               + (f" (applied migration {', '.join(map(str, done))})" if done else " (up to date)"))
         return 0
     if cmd == "status":

@@ -78,7 +78,9 @@ def status_detail(s: dict) -> str:
         f"sweeps:      {s['sweeps']} since start",
         f"last sweep:  {report(s['last_sweep'])}"
         + (f" ({s['last_sweep_start_time']} .. {s['last_sweep_end_time']})" if s["last_sweep"] else ""),
-        f"all sweeps:  {report(s['sweep_totals'])}"])
+        f"all sweeps:  {report(s['sweep_totals'])}"]
+        + ([f"replica:     {s['replica']}", f"leader:      {s['leader'] or 'none (lease free)'}"
+            + (" (this replica)" if s.get("leading") else "")] if s.get("replica") else []))
 
 
 def tokens_table(items: list[dict]) -> str:

@@ -118,7 +118,7 @@ class Reconciler:
             strays, total = self.dataplane.count_strays(keep)
             if not strays:
                 return 0, 0
-            with self.writes.lock, self.store.read() as tx:
+            with self.writes.lock, self.store.exclusive() as tx:
                 keep = [n.uid for n in iter_all_networks(tx)]
                 strays, total = self.dataplane.count_strays(keep)
                 if self._holds_back(tx, strays, total):
@@ -182,7 +182,7 @@ class Reconciler:
                 if uid not in suspects:
                     continue
                 try:
-                    with self.writes.lock, self.store.read() as tx:
+                    with self.writes.lock, self.store.exclusive() as tx:
                         report = self.dataplane.sync(desired_states(tx, [uid]), self.writes.stamp(tx, advance=False))
                     repaired += report.changed
                     if report.changed:

@@ -372,7 +372,7 @@ class SweepReport(_message.Message):
     def __init__(self, expired: _Optional[int] = ..., repaired_rows: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class ServerStatus(_message.Message):
-    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals")
+    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals", "replica", "leader")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DATAPLANE_CONNECTED_FIELD_NUMBER: _ClassVar[int]
     SWEEPS_FIELD_NUMBER: _ClassVar[int]
@@ -380,6 +380,8 @@ class ServerStatus(_message.Message):
     LAST_SWEEP_START_TIME_FIELD_NUMBER: _ClassVar[int]
     LAST_SWEEP_END_TIME_FIELD_NUMBER: _ClassVar[int]
     SWEEP_TOTALS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
     version: str
     dataplane_connected: bool
     sweeps: int
@@ -387,4 +389,6 @@ class ServerStatus(_message.Message):
     last_sweep_start_time: _timestamp_pb2.Timestamp
     last_sweep_end_time: _timestamp_pb2.Timestamp
     sweep_totals: SweepReport
-    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ...) -> None: ...
+    replica: str
+    leader: str
+    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ..., replica: _Optional[str] = ..., leader: _Optional[str] = ...) -> None: ...

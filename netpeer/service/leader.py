@@ -1,0 +1,186 @@
+"""Which replica sweeps: a lease in the shared store.
+
+The sweep (TTL expiry, repair) and the Programmer run on exactly one
+netpeerd at a time. With one process (SQLite) that process always leads
+(``Solo``). With replicas on PostgreSQL (``PgLease``) the leader holds a row
+of the ``leases`` table whose expiry it pushes forward every ``ttl / 3``
+seconds; any replica takes the row once it has expired. Expiry is judged by
+PostgreSQL's clock only, so replicas' clocks may disagree. A leader whose
+renewals stop succeeding (its connection died silently, PostgreSQL went
+away) stops leading on its own once ``ttl`` minus a margin has passed since
+its last successful renewal was *sent*, so it has stopped before the row
+can be taken over. Why a row and not ``pg_try_advisory_lock``: a session
+lock outlives a silently dead client until TCP gives up (minutes), and its
+holder cannot tell it lost it.
+
+Correctness does not rest on the lease: every write and every repair runs
+under the replicas' write lock and recomputes OVN from the store, so two
+sweepers at once (a paused leader waking up) would only repeat work. The
+lease keeps the work on one replica and says who does it (``netpeer status``).
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Callable
+
+LOG = logging.getLogger(__name__)
+
+
+def replica_name(listen: str) -> str:
+    """How a replica is called in the lease and in status: host, pid, address."""
+    return f"{socket.gethostname()} pid {os.getpid()} {listen}"
+
+
+class Leadership(abc.ABC):
+    """Whether this process runs the sweeps, and who does."""
+
+    #: The process is the only one using its store.
+    solo = False
+    name = ""
+
+    @abc.abstractmethod
+    def leading(self) -> bool: ...
+
+    @abc.abstractmethod
+    def leader(self) -> str:
+        """The leading replica's name ("" while none holds the lease)."""
+
+    def run(self, stop: threading.Event, on_gain: Callable[[], None], on_loss: Callable[[], None]) -> None:
+        """Follows the lease until ``stop``; calls ``on_gain`` / ``on_loss``
+        when this process starts / stops leading."""
+
+
+class Solo(Leadership):
+    """One process, one store: it always leads."""
+
+    solo = True
+
+    def __init__(self, name: str = ""):
+        self.name = name
+
+    def leading(self) -> bool:
+        return True
+
+    def leader(self) -> str:
+        return self.name
+
+
+class PgLease(Leadership):
+    """The ``sweeper`` lease row, on a connection of its own."""
+
+    LEASE = "sweeper"
+    #: The share of ``ttl`` a leader keeps in hand: it stops leading this much
+    #: before the row could be taken (scheduling delays, clock rates).
+    MARGIN = 0.2
+
+    def __init__(self, url: str, name: str, ttl: float, connect_timeout: float = 2.0):
+        self.url = url
+        self.name = name
+        self.ttl = ttl
+        self._connect_timeout = connect_timeout
+        self._db = None
+        self._until = 0.0          # monotonic time until which this process may lead
+        self._term = 0
+        self._lock = threading.Lock()
+        self.gained = 0            # how many times this process became leader
+
+    # ------------------------------------------------------------ the row
+    def _conn(self):
+        import psycopg
+        if self._db is None or self._db.closed or self._db.broken:
+            if self._db is not None:
+                self._db.close()
+            wait = max(1, int(self.ttl / 3 * 1000))
+            self._db = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout)),
+                                       options=f"-c statement_timeout={wait}", keepalives=1, keepalives_idle=1,
+                                       keepalives_interval=1, keepalives_count=2, tcp_user_timeout=wait)
+        return self._db
+
+    def renew(self) -> bool:
+        """One round: take the lease if it is free or expired, extend it if
+        ours. Whether this process leads now."""
+        sent = time.monotonic()
+        row = self._conn().execute(
+            "INSERT INTO leases (name, holder, term, expires_at) "
+            "VALUES (%(lease)s, %(me)s, 1, clock_timestamp() + make_interval(secs => %(ttl)s)) "
+            "ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, "
+            "  term = leases.term + CASE WHEN leases.holder = EXCLUDED.holder THEN 0 ELSE 1 END "
+            "WHERE leases.holder = EXCLUDED.holder OR leases.expires_at < clock_timestamp() "
+            "RETURNING term", {"lease": self.LEASE, "me": self.name, "ttl": self.ttl}).fetchone()
+        with self._lock:
+            if row is None:
+                self._until = 0.0
+            else:
+                self._term = row[0]
+                self._until = sent + self.ttl * (1 - self.MARGIN)
+        return row is not None
+
+    def leading(self) -> bool:
+        with self._lock:
+            return time.monotonic() < self._until
+
+    def leader(self) -> str:
+        if self.leading():
+            return self.name
+        try:
+            import psycopg
+            import psycopg.errors  # noqa: F401
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))) as db:
+                row = db.execute("SELECT holder FROM leases WHERE name=%s AND expires_at > clock_timestamp()",
+                                 (self.LEASE,)).fetchone()
+            return row[0] if row else ""
+        except Exception:
+            return ""
+
+    def release(self) -> None:
+        """Gives the lease up at once (a clean stop: another replica takes over
+        on its next round instead of after the lease expires)."""
+        with self._lock:
+            self._until = 0.0
+        try:
+            self._conn().execute("DELETE FROM leases WHERE name=%s AND holder=%s", (self.LEASE, self.name))
+        except Exception as exc:
+            LOG.warning("could not release the sweeper lease: %s", exc)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
+    # ------------------------------------------------------------ the loop
+    def run(self, stop: threading.Event, on_gain: Callable[[], None], on_loss: Callable[[], None]) -> None:
+        leading, failing = False, False
+        try:
+            while not stop.is_set():
+                try:
+                    self.renew()
+                    if failing:
+                        LOG.info("sweeper lease: the store answers again")
+                    failing = False
+                except Exception as exc:
+                    if not failing:
+                        LOG.warning("sweeper lease: cannot reach the store (%s)",
+                                    (str(exc).strip().splitlines() or [type(exc).__name__])[0])
+                    failing = True
+                    if self._db is not None:
+                        self._db.close()
+                now = self.leading()
+                if now and not leading:
+                    self.gained += 1
+                    LOG.info("this replica leads the sweeps now (term %d)", self._term)
+                    on_gain()
+                elif leading and not now:
+                    LOG.warning("this replica no longer leads the sweeps")
+                    on_loss()
+                leading = now
+                stop.wait(self.ttl / 3)
+        finally:
+            if leading:
+                on_loss()
+            self.release()
+            self.close()
