@@ -29,7 +29,8 @@ class _Parser(argparse.ArgumentParser):
 def _globals() -> argparse.ArgumentParser:
     g = argparse.ArgumentParser(add_help=False)
     s = argparse.SUPPRESS
-    g.add_argument("--endpoint", default=s, help="netpeerd address (env NETPEER_ENDPOINT), e.g. unix:///path or host:port")
+    g.add_argument("--endpoint", default=s, help="netpeerd address (env NETPEER_ENDPOINT), e.g. unix:///path or host:port; "
+                                                      "several replicas: comma-separated")
     g.add_argument("--token-file", default=s, metavar="PATH",
                    help="read the bearer token from this file (env NETPEER_TOKEN_FILE); preferred over --token")
     g.add_argument("--token", default=s, help="bearer token (env NETPEER_TOKEN); visible to other users in ps: "
