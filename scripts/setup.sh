@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks, reusing what is there:
-#   - Debian packages: OVN central + host, Open vSwitch, iproute2, ...
+#   - Debian packages: OVN central + host, Open vSwitch, iproute2, PostgreSQL (replicas), ...
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
@@ -21,7 +21,7 @@ for arg in "$@"; do
 done
 
 # --- Debian packages ---------------------------------------------------------
-APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps openssl)
+APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps openssl postgresql)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
