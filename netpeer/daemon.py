@@ -49,8 +49,12 @@ class Daemon:
         self.exit_code = 0
         timeout = config.ovn_timeout.total_seconds()
         self.replicated = is_url(config.store)
-        self.store = open_store(config.store, lock_timeout=2 * timeout + 5, idle_timeout=2 * timeout + 30) \
-            if self.replicated else open_store(config.store)
+        if self.replicated:
+            from netpeer.service.leader import application_name
+            self.store = open_store(config.store, lock_timeout=2 * timeout + 5, idle_timeout=2 * timeout + 30,
+                                    application_name=application_name())
+        else:
+            self.store = open_store(config.store)
         self.leadership = Solo()
         if self.replicated:
             from netpeer.service.leader import PgLease
@@ -139,8 +143,20 @@ class Daemon:
                                       args=(self._leading, interval)),
                      threading.Thread(target=self.service.programmer.run, name="programmer", daemon=True,
                                       args=(self._leading,))]
+        from netpeer.service.leader import ReplicaWatch
+        self._led.append(threading.Thread(target=ReplicaWatch(self.config.store).run, name="replicas",
+                                          daemon=True, args=(self._leading, self._replica_gone)))
         for thread in self._led:
             thread.start()
+
+    def _replica_gone(self, gone: set[str]) -> None:
+        """The leader repairs at once when another replica went away (it may
+        have died between its OVN commit and its store commit)."""
+        LOG.info("replica(s) %s went away: repairing now", ", ".join(sorted(gone)))
+        report = self.service.reconciler.repair()
+        if report.repaired_rows or report.errors:
+            LOG.warning("repair after a replica went away: %d OVN rows repaired, %d errors",
+                        report.repaired_rows, report.errors)
 
     def _lose(self) -> None:
         if self._leading is not None:

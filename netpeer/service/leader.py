@@ -37,6 +37,14 @@ def replica_name(listen: str) -> str:
     return f"{socket.gethostname()} pid {os.getpid()} {listen}"
 
 
+#: PostgreSQL's application_name of every connection of a replica (at most 63 bytes).
+APP_PREFIX = "netpeerd "
+
+
+def application_name() -> str:
+    return f"{APP_PREFIX}{socket.gethostname()[:40]}:{os.getpid()}"
+
+
 class Leadership(abc.ABC):
     """Whether this process runs the sweeps, and who does."""
 
@@ -98,7 +106,8 @@ class PgLease(Leadership):
                 self._db.close()
             wait = max(1, int(self.ttl / 3 * 1000))
             self._db = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout)),
-                                       options=f"-c statement_timeout={wait}", keepalives=1, keepalives_idle=1,
+                                       options=f"-c statement_timeout={wait}", application_name=application_name(),
+                                       keepalives=1, keepalives_idle=1,
                                        keepalives_interval=1, keepalives_count=2, tcp_user_timeout=wait)
         return self._db
 
@@ -184,3 +193,50 @@ class PgLease(Leadership):
                 on_loss()
             self.release()
             self.close()
+
+
+class ReplicaWatch:
+    """Which replicas are connected to the store (by the application_name of
+    their sessions), so that the leader repairs at once when one goes away:
+    a replica killed between its OVN commit and its store commit leaves OVN
+    rows of a write that never happened, which its own restart would have
+    swept away had it been alone."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self._db = None
+        self._seen: set[str] | None = None
+
+    def replicas(self) -> set[str]:
+        import psycopg
+        if self._db is None or self._db.closed or self._db.broken:
+            self._db = psycopg.connect(self.url, autocommit=True, connect_timeout=2,
+                                       application_name=application_name())
+        rows = self._db.execute("SELECT DISTINCT application_name FROM pg_stat_activity "
+                                "WHERE datname = current_database() AND application_name LIKE %s",
+                                (APP_PREFIX + "%",)).fetchall()
+        return {r[0] for r in rows}
+
+    def departed(self) -> set[str]:
+        """The replicas gone since the last call (none on the first call)."""
+        now = self.replicas()
+        gone = (self._seen or set()) - now
+        self._seen = now
+        return gone
+
+    def run(self, stop: threading.Event, on_departure: Callable[[set[str]], None], interval: float = 0.25) -> None:
+        """Until ``stop``: calls ``on_departure`` with the replicas that went away."""
+        try:
+            while not stop.wait(interval):
+                try:
+                    gone = self.departed()
+                except Exception:           # the store is away: the lease loop says so
+                    self._seen = None
+                    if self._db is not None:
+                        self._db.close()
+                    continue
+                if gone:
+                    on_departure(gone)
+        finally:
+            if self._db is not None:
+                self._db.close()

@@ -50,7 +50,7 @@ class PostgresStore(Store):
     savepoints = True
 
     def __init__(self, url: str, upgrade: bool = True, connect_timeout: float = 5.0,
-                 lock_timeout: float = 30.0, idle_timeout: float = 60.0):
+                 lock_timeout: float = 30.0, idle_timeout: float = 60.0, application_name: str = "netpeer"):
         """Connects to ``url`` and applies missing migrations (unless
         ``upgrade`` is false: then an old schema is refused). A write waits
         at most ``lock_timeout`` s for another replica's write (then
@@ -59,6 +59,7 @@ class PostgresStore(Store):
         self.url = url
         self.where = redact(url)
         self._connect_timeout = connect_timeout
+        self._app = application_name[:63]
         self._options = (f"-c lock_timeout={int(lock_timeout * 1000)} "
                          f"-c idle_in_transaction_session_timeout={int(idle_timeout * 1000)}")
         self._lock = threading.RLock()
@@ -74,7 +75,7 @@ class PostgresStore(Store):
     def _connect(self) -> psycopg.Connection:
         try:
             return psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout)),
-                                   options=self._options)
+                                   options=self._options, application_name=self._app)
         except psycopg.ProgrammingError as exc:
             raise InvalidArgument.for_field("store", self.where, f"is not a usable PostgreSQL URL: "
                                             f"{_first_line(exc)}") from None
@@ -143,14 +144,26 @@ class PostgresStore(Store):
         return self._store_id
 
     # ------------------------------------------------------------ transactions
+    def _begin(self, connection, statement: str) -> psycopg.Connection:
+        """``statement`` (a BEGIN) on ``connection()``; a connection broken
+        since its last use (PostgreSQL restarted) is replaced once: nothing
+        had been sent on it yet."""
+        for attempt in (1, 2):
+            db = connection()
+            try:
+                db.execute(statement)
+                return db
+            except psycopg.OperationalError as exc:
+                broken = db.broken
+                db.close()
+                if attempt == 2 or not broken:
+                    raise self._unavailable(exc) from None
+        raise AssertionError("unreachable")
+
     @contextlib.contextmanager
     def read(self) -> Iterator[Transaction]:
         """A snapshot of what was committed (REPEATABLE READ, read only)."""
-        try:
-            db = self._reader()
-            db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from None
+        db = self._begin(self._reader, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         try:
             yield PgTx(db, self.where)
         finally:
@@ -186,9 +199,8 @@ class PostgresStore(Store):
         # READ COMMITTED on purpose: each statement sees what the previous
         # holder of the lock committed (a REPEATABLE READ snapshot would be
         # taken before the lock was granted).
+        db = self._begin(self._writer, "BEGIN")
         try:
-            db = self._writer()
-            db.execute("BEGIN")
             db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             return db
         except psycopg.errors.LockNotAvailable:
