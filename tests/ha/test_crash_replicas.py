@@ -133,6 +133,22 @@ class Workload:
         return took
 
 
+def wait_healthy(daemons, timeout: float = 60) -> None:
+    """Until every replica answers with OVN connected (after a fault, before
+    calls that must not fail)."""
+    deadline = time.monotonic() + timeout
+    for d in daemons:
+        while True:
+            try:
+                with Client(d.endpoint, d.admin_token, timeout=5) as c:
+                    if c.status()["dataplane_connected"]:
+                        break
+            except errors.NetpeerError:
+                pass
+            assert time.monotonic() < deadline, f"{d.endpoint} did not reconnect to OVN: {d.tail(300)}"
+            time.sleep(0.05)
+
+
 def start(replicas, nb3, sweep_interval: str = "30s", **kwargs):
     daemons = replicas(2, nb3.nb_remote, sweep_interval=sweep_interval, **kwargs)
     for d in daemons:
@@ -176,6 +192,7 @@ def test_kill9_a_random_replica_loses_nothing(replicas, nb3, request):
             to_next_write.append(first[0] - t_kill)
             daemons[victim].spawn()
             daemons[victim].wait_ready()
+            wait_healthy(daemons)
             to_serving.append(time.monotonic() - t_kill)
             work.check(checker, f"after kill {len(to_next_write)}")
         work.run(TOTAL_OPS - work.done)
@@ -236,6 +253,7 @@ def test_postgres_restart_and_nb_leader_kill_lose_nothing(replicas, nb3, pg_clus
             assert work.error is None, work.error
             assert first, f"no write was acknowledged after the {kind} fault"
             recovered[kind].append(first[0] - t0)
+            wait_healthy(daemons)
             work.check(checker, f"after the {kind} fault")
         work.run(ops - work.done)
         assert work.error is None, work.error
