@@ -53,3 +53,11 @@ def replicas(state_dir, pg_url):
     yield make
     for daemon in made:
         daemon.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.trust import report
+    if report.FIGURES:
+        terminalreporter.section("netpeer replica figures")
+        for line in report.lines():
+            terminalreporter.write_line(line)

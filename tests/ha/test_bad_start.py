@@ -78,7 +78,7 @@ def test_a_replica_with_another_owner(state_dir, ovn, pg_url):
     from netpeer_dev.process import NetpeerdProcess
     from tests.support import ADMIN_TOKEN
     running = NetpeerdProcess(first, state_dir / "r1", ADMIN_TOKEN)
-    running.start()
+    running.start(sweep=True)          # its first sweep done: nothing else changes the database
     try:
         before = snapshot(pg_url)
         rows = ovn.nbctl("--bare", "--columns=_uuid,external_ids", "list", "NB_Global")
