@@ -18,6 +18,7 @@ from datetime import timedelta
 from netpeer.api.client import Client
 from netpeer.ovn import names
 from netpeer.ovn.backend import OvnBackend
+from netpeer.service import Service
 from netpeer.store.postgres import PostgresStore
 from tests.faults.harness import actual_ids, diff_ovn, expected_ids, publish
 from tests.support import ADMIN_TOKEN
@@ -104,3 +105,47 @@ def test_the_sweeps_move_to_the_survivor(replicas, nb3, request):
     publish(request, "replicas_leader_loss", {
         "sweep_interval_s": SWEEP, "lease_s": LEASE, "kill_to_drift_repaired_s": round(repaired, 2),
         "kill_to_survivor_leading_s": round(took_over, 2), "expired_peering_deleted_events": len(deleted)})
+
+
+def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, request):
+    """A replica killed between its OVN commit and its store commit leaves
+    rows of a write nobody acknowledged; alone, its restart would sweep them.
+    Here the leader does, as soon as the replica's sessions are gone, long
+    before its next periodic sweep (30 s)."""
+    import uuid
+
+    from netpeer.core.dataplane import NetworkState, Stamp
+    from netpeer.core.models import Network, utcnow
+    daemons = replicas(2, nb3.nb_remote, sweep_interval="30s", leader_lease=timedelta(seconds=LEASE))
+    for d in daemons:
+        d.start()
+    wait_for("one leader", lambda: len(leaders(daemons)) == 1, 10)
+    leader = leaders(daemons)[0]
+    store = PostgresStore(daemons[0].config.store)
+    checker = OvnBackend(nb3.nb_remote)
+    assert checker.wait_connected(30)
+    try:
+        with Client(daemons[leader].endpoint, ADMIN_TOKEN) as admin:
+            admin.create_network("a", "kept", ["10.1.0.0/24"])
+        daemons[leader].wait_sweep(0)
+        # What a write that died after its OVN transaction leaves: rows of a network the store never got.
+        ghost = Network("a", "ghost", str(uuid.uuid4()), ("10.9.0.0/24",), (), "", utcnow(), utcnow(), 1)
+        stamp = checker.read_stamp()
+        checker.sync({ghost.uid: NetworkState(ghost, (), ())}, Stamp(stamp.store_id, stamp.generation + 1))
+
+        def in_sync() -> bool:
+            with store.read() as tx:
+                return not diff_ovn(expected_ids(tx), actual_ids(checker))
+        assert not in_sync()
+        time.sleep(1.0)
+        assert not in_sync(), "something removed the rows before any replica went away"
+        daemons[1 - leader].kill9()
+        killed = time.monotonic()
+        wait_for("the leader removed the dead write's rows", in_sync, 5)
+        took = time.monotonic() - killed
+        report = Service(store, checker).repair()
+        assert (report.repaired_rows, report.errors) == (0, 0), report
+    finally:
+        checker.close()
+        store.close()
+    publish(request, "replicas_dead_write_repaired", {"kill_to_rows_removed_s": round(took, 2)})
