@@ -50,7 +50,7 @@ class Daemon:
         timeout = config.ovn_timeout.total_seconds()
         self.replicated = is_url(config.store)
         if self.replicated:
-            from netpeer.service.leader import application_name
+            from netpeer.store.pg_lease import application_name
             self.store = open_store(config.store, lock_timeout=2 * timeout + 5, idle_timeout=2 * timeout + 30,
                                     application_name=application_name())
         else:

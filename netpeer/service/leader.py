@@ -37,14 +37,6 @@ def replica_name(listen: str) -> str:
     return f"{socket.gethostname()} pid {os.getpid()} {listen}"
 
 
-#: PostgreSQL's application_name of every connection of a replica (at most 63 bytes).
-APP_PREFIX = "netpeerd "
-
-
-def application_name() -> str:
-    return f"{APP_PREFIX}{socket.gethostname()[:40]}:{os.getpid()}"
-
-
 class Leadership(abc.ABC):
     """Whether this process runs the sweeps, and who does."""
 
@@ -88,47 +80,29 @@ class PgLease(Leadership):
     MARGIN = 0.2
 
     def __init__(self, url: str, name: str, ttl: float, connect_timeout: float = 2.0):
-        self.url = url
+        from netpeer.store.pg_lease import LeaseDb
         self.name = name
         self.ttl = ttl
-        self._connect_timeout = connect_timeout
-        self._db = None
+        self._db = LeaseDb(url, ttl / 3, connect_timeout)
+        self._holder = LeaseDb(url, ttl / 3, connect_timeout)   # status calls, from other threads
         self._until = 0.0          # monotonic time until which this process may lead
         self._term = 0
         self._lock = threading.Lock()
+        self._holder_lock = threading.Lock()   # the status connection, apart from the lease's state
         self.gained = 0            # how many times this process became leader
-
-    # ------------------------------------------------------------ the row
-    def _conn(self):
-        import psycopg
-        if self._db is None or self._db.closed or self._db.broken:
-            if self._db is not None:
-                self._db.close()
-            wait = max(1, int(self.ttl / 3 * 1000))
-            self._db = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout)),
-                                       options=f"-c statement_timeout={wait}", application_name=application_name(),
-                                       keepalives=1, keepalives_idle=1,
-                                       keepalives_interval=1, keepalives_count=2, tcp_user_timeout=wait)
-        return self._db
 
     def renew(self) -> bool:
         """One round: take the lease if it is free or expired, extend it if
         ours. Whether this process leads now."""
         sent = time.monotonic()
-        row = self._conn().execute(
-            "INSERT INTO leases (name, holder, term, expires_at) "
-            "VALUES (%(lease)s, %(me)s, 1, clock_timestamp() + make_interval(secs => %(ttl)s)) "
-            "ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, "
-            "  term = leases.term + CASE WHEN leases.holder = EXCLUDED.holder THEN 0 ELSE 1 END "
-            "WHERE leases.holder = EXCLUDED.holder OR leases.expires_at < clock_timestamp() "
-            "RETURNING term", {"lease": self.LEASE, "me": self.name, "ttl": self.ttl}).fetchone()
+        term = self._db.renew(self.LEASE, self.name, self.ttl)
         with self._lock:
-            if row is None:
+            if term is None:
                 self._until = 0.0
             else:
-                self._term = row[0]
+                self._term = term
                 self._until = sent + self.ttl * (1 - self.MARGIN)
-        return row is not None
+        return term is not None
 
     def leading(self) -> bool:
         with self._lock:
@@ -137,15 +111,12 @@ class PgLease(Leadership):
     def leader(self) -> str:
         if self.leading():
             return self.name
-        try:
-            import psycopg
-            import psycopg.errors  # noqa: F401
-            with psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))) as db:
-                row = db.execute("SELECT holder FROM leases WHERE name=%s AND expires_at > clock_timestamp()",
-                                 (self.LEASE,)).fetchone()
-            return row[0] if row else ""
-        except Exception:
-            return ""
+        with self._holder_lock:
+            try:
+                return self._holder.holder(self.LEASE)
+            except Exception:
+                self._holder.close()
+                return ""
 
     def release(self) -> None:
         """Gives the lease up at once (a clean stop: another replica takes over
@@ -153,13 +124,13 @@ class PgLease(Leadership):
         with self._lock:
             self._until = 0.0
         try:
-            self._conn().execute("DELETE FROM leases WHERE name=%s AND holder=%s", (self.LEASE, self.name))
+            self._db.release(self.LEASE, self.name)
         except Exception as exc:
             LOG.warning("could not release the sweeper lease: %s", exc)
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
+        self._db.close()
+        self._holder.close()
 
     # ------------------------------------------------------------ the loop
     def run(self, stop: threading.Event, on_gain: Callable[[], None], on_loss: Callable[[], None]) -> None:
@@ -176,8 +147,7 @@ class PgLease(Leadership):
                         LOG.warning("sweeper lease: cannot reach the store (%s)",
                                     (str(exc).strip().splitlines() or [type(exc).__name__])[0])
                     failing = True
-                    if self._db is not None:
-                        self._db.close()
+                    self._db.close()
                 now = self.leading()
                 if now and not leading:
                     self.gained += 1
@@ -203,19 +173,12 @@ class ReplicaWatch:
     swept away had it been alone."""
 
     def __init__(self, url: str):
-        self.url = url
-        self._db = None
+        from netpeer.store.pg_lease import LeaseDb
+        self._db = LeaseDb(url, 2.0)
         self._seen: set[str] | None = None
 
     def replicas(self) -> set[str]:
-        import psycopg
-        if self._db is None or self._db.closed or self._db.broken:
-            self._db = psycopg.connect(self.url, autocommit=True, connect_timeout=2,
-                                       application_name=application_name())
-        rows = self._db.execute("SELECT DISTINCT application_name FROM pg_stat_activity "
-                                "WHERE datname = current_database() AND application_name LIKE %s",
-                                (APP_PREFIX + "%",)).fetchall()
-        return {r[0] for r in rows}
+        return self._db.replicas()
 
     def departed(self) -> set[str]:
         """The replicas gone since the last call (none on the first call)."""
@@ -232,11 +195,9 @@ class ReplicaWatch:
                     gone = self.departed()
                 except Exception:           # the store is away: the lease loop says so
                     self._seen = None
-                    if self._db is not None:
-                        self._db.close()
+                    self._db.close()
                     continue
                 if gone:
                     on_departure(gone)
         finally:
-            if self._db is not None:
-                self._db.close()
+            self._db.close()
