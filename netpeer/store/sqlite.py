@@ -6,6 +6,9 @@ One write connection guarded by a lock (writes are serialized by the
 service anyway); reads go through one read-only connection per thread, so
 they never wait for a write in progress. The files are private (0600): they
 hold token hashes. The schema comes from ``netpeer.store.migrations``.
+
+Longer than 400 lines: its transaction class is also the PostgreSQL
+store's (``netpeer.store.pg_tx``), one copy of the SQL for both stores.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, 
 from netpeer.errors import FailedPrecondition
 from netpeer.store import migrations
 from netpeer.store.base import Store, Transaction
+from netpeer.store.sites_sql import SiteMirrorSql
 
 
 def _us(t: datetime) -> int:
@@ -163,7 +167,7 @@ class SqliteStore(Store):
 _NET_COLS = "namespace, name, uid, subnets, routes, description, create_time, update_time, revision"
 _PEER_COLS = ("namespace, network, name, remote_namespace, remote_network, network_uid, remote_uid, "
               "ttl_seconds, description, phase, reason, message, last_transition, expires_at, "
-              "create_time, revision, dataplane_cfg, programmed_at")
+              "create_time, revision, dataplane_cfg, programmed_at, remote_site, conflicts")
 
 
 def _event(row) -> Event:
@@ -196,7 +200,9 @@ def _peering(row) -> Peering:
         remote_network=row[4], network_uid=row[5], remote_uid=row[6],
         ttl=timedelta(seconds=row[7]), description=row[8], phase=Phase(row[9]), reason=row[10],
         message=row[11], last_phase_transition_time=_dt(row[12]), create_time=_dt(row[14]),
-        revision=row[15], dataplane_cfg=row[16], programmed_at=_dt(row[17]) if row[17] is not None else None)
+        revision=row[15], dataplane_cfg=row[16], programmed_at=_dt(row[17]) if row[17] is not None else None,
+        # Events recorded before migration 4 have no site columns.
+        remote_site=row[18] if len(row) > 18 else "", conflicts=tuple(json.loads(row[19])) if len(row) > 19 else ())
 
 
 def _peering_values(p: Peering) -> tuple:
@@ -204,7 +210,8 @@ def _peering_values(p: Peering) -> tuple:
     return (p.namespace, p.network, p.name, p.remote_namespace, p.remote_network, p.network_uid,
             p.remote_uid, int(p.ttl.total_seconds()), p.description, p.phase.value, p.reason,
             p.message, _us(p.last_phase_transition_time), _us(expires) if expires else None,
-            _us(p.create_time), p.revision, p.dataplane_cfg, _us(p.programmed_at) if p.programmed_at else None)
+            _us(p.create_time), p.revision, p.dataplane_cfg, _us(p.programmed_at) if p.programmed_at else None,
+            p.remote_site, json.dumps(list(p.conflicts)))
 
 
 def _network_values(n: Network) -> tuple:
@@ -213,26 +220,41 @@ def _network_values(n: Network) -> tuple:
             n.description, _us(n.create_time), _us(n.update_time), n.revision)
 
 
-class _SqliteTx(Transaction):
+class _SqliteTx(SiteMirrorSql, Transaction):
+    """Every statement goes through ``_q`` with ``?`` placeholders; the
+    PostgreSQL store's transaction (``netpeer.store.pg_tx``) derives from
+    this one and replaces only the statements whose dialects differ."""
+
+    _PUT_NETWORK = f"INSERT OR REPLACE INTO networks ({_NET_COLS}) VALUES (?,?,?,?,?,?,?,?,?)"
+    _PUT_PEERING = f"INSERT OR REPLACE INTO peerings ({_PEER_COLS}) VALUES ({','.join('?' * 20)})"
+    _PUT_TOKEN = f"INSERT OR REPLACE INTO tokens ({_TOKEN_COLS}) VALUES (?,?,?,?,?,?,?)"
+    _GET_TOKEN = f"SELECT {_TOKEN_COLS}, 1 FROM tokens WHERE token_id=? UNION ALL SELECT {_DECOY}, 0 LIMIT 1"
+
     def __init__(self, db: sqlite3.Connection):
         self._db = db
+        self.sites_changed: set[str] = set()
+
+    def _q(self, sql: str, args=()):
+        return self._db.execute(sql, args)
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
-        self._db.execute("SAVEPOINT op")
+        self._q("SAVEPOINT op")
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK TO op")
-            self._db.execute("RELEASE op")
+            self._q("ROLLBACK TO op")
+            self._q("RELEASE op")
             raise
-        self._db.execute("RELEASE op")
+        self._q("RELEASE op")
 
-    def _one(self, sql: str, args: tuple):
-        return self._db.execute(sql, args).fetchone()
+    def _one(self, sql: str, args: tuple = ()):
+        return self._q(sql, args).fetchone()
 
     # networks
     def get_network(self, key: NetworkKey) -> Network | None:
+        if key.site:
+            return self._remote_network(key)
         row = self._one(f"SELECT {_NET_COLS} FROM networks WHERE namespace=? AND name=?", (key.namespace, key.name))
         return _network(row) if row else None
 
@@ -255,58 +277,71 @@ class _SqliteTx(Transaction):
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [_network(r) for r in self._db.execute(sql, args)]
+        return [_network(r) for r in self._q(sql, args)]
 
     def put_network(self, n: Network) -> None:
         existed = self._one("SELECT 1 FROM networks WHERE namespace=? AND name=?", (n.namespace, n.name))
         values = _network_values(n)
-        self._db.execute(f"INSERT OR REPLACE INTO networks ({_NET_COLS}) VALUES (?,?,?,?,?,?,?,?,?)", values)
+        self._q(self._PUT_NETWORK, values)
+        if existed:
+            self._mark_sites_of(n.key)
         self._event(n.namespace, n.name, "network", n.name, EventType.UPDATED if existed else EventType.CREATED,
                     values)
 
     def delete_network(self, key: NetworkKey) -> None:
-        if self._db.execute("DELETE FROM networks WHERE namespace=? AND name=?",
+        if self._q("DELETE FROM networks WHERE namespace=? AND name=?",
                             (key.namespace, key.name)).rowcount:
             self._event(key.namespace, key.name, "network", key.name, EventType.DELETED, None)
 
     def _event(self, namespace: str, network: str, kind: str, name: str, type_: str, values) -> None:
         """Records a change for Watch, in the same transaction as the change."""
-        self._db.execute("INSERT INTO events (time, namespace, network, kind, name, type, body) "
+        self._q("INSERT INTO events (time, namespace, network, kind, name, type, body) "
                          "VALUES (?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
                                                     type_, json.dumps(values)))
 
     # peerings
     def get_peering(self, key: PeeringKey) -> Peering | None:
+        if key.site:
+            return self._remote_half(key)
         row = self._one(f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND name=?",
                         (key.namespace, key.network, key.name))
         return _peering(row) if row else None
 
     def find_peering_to(self, local: NetworkKey, remote: NetworkKey) -> Peering | None:
+        if local.site:
+            return self._remote_half_to(local, remote)
         row = self._one(
             f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? "
-            "AND remote_namespace=? AND remote_network=?",
-            (local.namespace, local.name, remote.namespace, remote.name))
+            "AND remote_namespace=? AND remote_network=? AND remote_site=?",
+            (local.namespace, local.name, remote.namespace, remote.name, remote.site))
         return _peering(row) if row else None
 
     def peerings_of(self, network: NetworkKey, after: str = "", limit: int | None = None) -> list[Peering]:
+        if network.site:
+            return [p for p in self._remote_halves_of(network) if p.name > after][:limit]
         sql = f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND name > ? ORDER BY name"
         args: list = [network.namespace, network.name, after]
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [_peering(r) for r in self._db.execute(sql, args)]
+        return [_peering(r) for r in self._q(sql, args)]
 
     def peerings_towards(self, network: NetworkKey) -> list[Peering]:
-        return [_peering(r) for r in self._db.execute(
-            f"SELECT {_PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? "
-            "ORDER BY namespace, network, name", (network.namespace, network.name))]
+        return [_peering(r) for r in self._q(
+            f"SELECT {_PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? AND remote_site=? "
+            "ORDER BY namespace, network, name", (network.namespace, network.name, network.site))]
+
+    def halves_to_site(self, site: str) -> list[Peering]:
+        return [_peering(r) for r in self._q(
+            f"SELECT {_PEER_COLS} FROM peerings WHERE remote_site=? ORDER BY namespace, network, name", (site,))]
 
     def put_peering(self, p: Peering) -> None:
         old = self._one("SELECT phase, dataplane_cfg, programmed_at FROM peerings "
                         "WHERE namespace=? AND network=? AND name=?", (p.namespace, p.network, p.name))
         values = _peering_values(p)
-        self._db.execute(f"INSERT OR REPLACE INTO peerings ({_PEER_COLS}) VALUES "
-                         f"({','.join('?' * len(values))})", values)
+        if p.remote_site:
+            self.sites_changed.add(p.remote_site)
+        self._q(self._PUT_PEERING, values)
         if old is None:
             type_ = EventType.CREATED
         elif old[0] != p.phase.value:
@@ -318,21 +353,25 @@ class _SqliteTx(Transaction):
         self._event(p.namespace, p.network, "peering", p.name, type_, values)
 
     def delete_peering(self, key: PeeringKey) -> None:
-        if self._db.execute("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
+        row = self._one("SELECT remote_site FROM peerings WHERE namespace=? AND network=? AND name=?",
+                        (key.namespace, key.network, key.name))
+        if row and row[0]:
+            self.sites_changed.add(row[0])
+        if self._q("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
                             (key.namespace, key.network, key.name)).rowcount:
             self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
 
     def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
-        keys = [PeeringKey(network.namespace, network.name, r[0]) for r in self._db.execute(
-            "SELECT name FROM peerings WHERE namespace=? AND network=? AND phase=?",
+        keys = [PeeringKey(network.namespace, network.name, r[0]) for r in self._q(
+            "SELECT name FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
             (network.namespace, network.name, Phase.BOUND.value))]
-        self._db.execute("UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL "
+        self._q("UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL "
                          "WHERE namespace=? AND network=? AND phase=?",
                          (cfg, network.namespace, network.name, Phase.BOUND.value))
         return keys
 
     def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
-        return [_peering(r) for r in self._db.execute(
+        return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE programmed_at IS NULL AND dataplane_cfg IS NOT NULL "
             "AND dataplane_cfg <= ? ORDER BY dataplane_cfg LIMIT ?", (up_to, limit))]
 
@@ -346,10 +385,10 @@ class _SqliteTx(Transaction):
             args.append(network)
         sql += " ORDER BY revision LIMIT ?"
         args.append(limit)
-        return [_event(r) for r in self._db.execute(sql, args)]
+        return [_event(r) for r in self._q(sql, args)]
 
     def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
-        rows = self._db.execute("SELECT revision, namespace FROM events WHERE revision > ? ORDER BY revision",
+        rows = self._q("SELECT revision, namespace FROM events WHERE revision > ? ORDER BY revision",
                                 (after,)).fetchall()
         if not rows:
             return max(after, self.revisions()[1]), set()
@@ -366,16 +405,18 @@ class _SqliteTx(Transaction):
 
     def prune_events(self, older_than: datetime, keep: int) -> int:
         head = self.revisions()[1]
-        return self._db.execute("DELETE FROM events WHERE time < ? AND revision <= ?",
+        return self._q("DELETE FROM events WHERE time < ? AND revision <= ?",
                                 (_us(older_than), head - keep)).rowcount
 
     def expired_peerings(self, now: datetime, limit: int = 500) -> list[Peering]:
-        return [_peering(r) for r in self._db.execute(
+        return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE expires_at IS NOT NULL AND expires_at <= ? "
             "ORDER BY expires_at LIMIT ?", (_us(now), limit))]
 
     def _peerings_in_phase(self, network: NetworkKey, phase: Phase) -> list[Peering]:
-        return [_peering(r) for r in self._db.execute(
+        if network.site:
+            return []   # another site's: it keeps its own
+        return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
             (network.namespace, network.name, phase.value))]
 
@@ -395,7 +436,7 @@ class _SqliteTx(Transaction):
 
     def count_by_phase(self) -> dict[str, int]:
         counts = {phase.value: 0 for phase in Phase}
-        counts.update(dict(self._db.execute("SELECT phase, count(*) FROM peerings GROUP BY phase").fetchall()))
+        counts.update(dict(self._q("SELECT phase, count(*) FROM peerings GROUP BY phase").fetchall()))
         return counts
 
     def count_pending(self, namespace: str) -> int:
@@ -406,21 +447,20 @@ class _SqliteTx(Transaction):
     def get_token(self, token_id: str) -> Token | None:
         # An unknown id reads (and parses) a decoy row instead of nothing, so
         # that known and unknown ids cost the same (no timing oracle).
-        row = self._one(f"SELECT {_TOKEN_COLS}, 1 FROM tokens WHERE token_id=? "
-                        f"UNION ALL SELECT {_DECOY}, 0 LIMIT 1", (token_id,))
+        row = self._one(self._GET_TOKEN, (token_id,))
         token = _token(row)
         return token if row[-1] else None
 
     def put_token(self, t: Token) -> None:
-        self._db.execute(f"INSERT OR REPLACE INTO tokens ({_TOKEN_COLS}) VALUES (?,?,?,?,?,?,?)",
+        self._q(self._PUT_TOKEN,
                          (t.token_id, t.secret_hash, json.dumps(sorted(t.namespaces)), int(t.admin),
                           t.description, _us(t.create_time), _us(t.expires_at) if t.expires_at else None))
 
     def delete_token(self, token_id: str) -> bool:
-        return self._db.execute("DELETE FROM tokens WHERE token_id=?", (token_id,)).rowcount > 0
+        return self._q("DELETE FROM tokens WHERE token_id=?", (token_id,)).rowcount > 0
 
     def list_tokens(self) -> list[Token]:
-        return [_token(r) for r in self._db.execute(f"SELECT {_TOKEN_COLS} FROM tokens ORDER BY create_time")]
+        return [_token(r) for r in self._q(f"SELECT {_TOKEN_COLS} FROM tokens ORDER BY create_time, token_id")]
 
     def count_tokens(self) -> int:
         return self._one("SELECT count(*) FROM tokens", ())[0]
@@ -430,4 +470,4 @@ class _SqliteTx(Transaction):
         return int(self._one("SELECT value FROM meta WHERE key='generation'", ())[0])
 
     def set_generation(self, generation: int) -> None:
-        self._db.execute("UPDATE meta SET value=? WHERE key='generation'", (str(generation),))
+        self._q("UPDATE meta SET value=? WHERE key='generation'", (str(generation),))

@@ -5,6 +5,7 @@ order, a newer schema and another owner are refused in one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -82,6 +83,79 @@ def test_networks_and_peerings_read_back_as_written(store):
         assert tx.get_peering(PeeringKey("a", "na", "p")) is None
         kinds = [(e.kind, e.name, e.type) for e in tx.events_after("a", None, 0, 100)]
         assert kinds == [("network", "na", "Created"), ("peering", "p", "Created"), ("peering", "p", "Deleted")]
+
+
+def test_halves_naming_another_site_are_their_own_and_mark_that_site(store):
+    a, b = net("a", "na", 1), net("b", "nb", 2)
+    here = half(a, b, "here")
+    there = dataclasses.replace(half(a, b, "there"), remote_site="west", conflicts=("10.1.0.0/24",))
+    with store.write() as tx:
+        tx.put_network(a)
+        tx.put_network(b)
+        tx.put_peering(here)
+        assert tx.sites_changed == set()
+        tx.put_peering(there)   # same remote namespace and name, another site: allowed
+        assert tx.sites_changed == {"west"}
+    with store.read() as tx:
+        assert tx.find_peering_to(a.key, NetworkKey("b", "nb")).name == "here"
+        assert tx.find_peering_to(a.key, NetworkKey("b", "nb", "west")) == there
+        assert [p.name for p in tx.peerings_towards(NetworkKey("b", "nb", "west"))] == ["there"]
+        assert [p.name for p in tx.peerings_towards(b.key)] == ["here"]
+        assert tx.halves_to_site("west") == [there]
+        assert tx.peering_sites() == ["west"]
+        assert tx.has_peering_to_site(a.key, "west") and not tx.has_peering_to_site(b.key, "west")
+    with store.write() as tx:
+        tx.put_network(dataclasses.replace(a, description="changed", revision=2))
+        assert tx.sites_changed == {"west"}
+    with store.write() as tx:
+        tx.delete_peering(there.key)
+        assert tx.sites_changed == {"west"}
+
+
+def test_the_mirror_of_another_site_replaces_and_reads_back(store):
+    a = net("a", "na", 1)
+    theirs = dataclasses.replace(net("x", "nx", 9), site="west", subnets=("10.9.0.0/24", "10.99.0.0/16"))
+    mirrored = dataclasses.replace(half(theirs, a, "to-a"), site="west", remote_uid=a.uid, conflicts=("c",),
+                                   ready=True, reason="AwaitingRemote", ttl=timedelta(0))
+    with store.write() as tx:
+        tx.put_network(a)
+        tx.replace_mirror("west", [(theirs, 3)], [mirrored])
+    with store.read() as tx:
+        got = tx.get_network(NetworkKey("x", "nx", "west"))
+        assert (got.uid, got.subnets, got.site) == (theirs.uid, theirs.subnets, "west")
+        assert tx.get_network(NetworkKey("x", "nx", "east")) is None
+        assert tx.remote_attachment("west", theirs.uid) == 3
+        key = PeeringKey("x", "nx", "to-a", "west")
+        h = tx.get_peering(key)
+        assert (h.remote_namespace, h.remote_network, h.remote_uid, h.conflicts, h.ready, h.phase) == \
+            ("a", "na", a.uid, ("c",), True, Phase.PENDING)
+        assert tx.find_peering_to(NetworkKey("x", "nx", "west"), a.key) == h
+        assert tx.find_peering_to(NetworkKey("x", "nx", "west"), NetworkKey("a", "na", "east")) is None
+        assert tx.peerings_of(NetworkKey("x", "nx", "west")) == [h]
+        assert tx.peerings_of(NetworkKey("x", "nx", "west"), after="to-a") == []
+        assert tx.bound_peerings_of(NetworkKey("x", "nx", "west")) == []
+        networks, halves = tx.mirror_of("west")
+        assert [(n.uid, slot) for n, slot in networks] == [(theirs.uid, 3)] and halves == [h]
+        assert tx.mirrored_sites() == ["west"]
+    with store.write() as tx:
+        tx.forget_site("west")
+    with store.read() as tx:
+        assert tx.mirror_of("west") == ([], []) and tx.mirrored_sites() == []
+
+
+def test_attachments_take_the_lowest_free_slot_and_mark_the_site(store):
+    with store.write() as tx:
+        assert [tx.attach(u, "west") for u in ("u1", "u2", "u3")] == [0, 1, 2]
+        assert tx.attach("u2", "west") == 1          # idempotent
+        assert tx.attach("u1", "east") == 0
+        assert tx.sites_changed == {"west", "east"}
+    with store.write() as tx:
+        tx.release_attachment("u2", "west")
+        assert tx.sites_changed == {"west"}
+        assert tx.attach("u4", "west") == 1
+    with store.read() as tx:
+        assert tx.attachments_of("u1") == {"east": 0, "west": 0}
+        assert tx.attachment("u4", "west") == 1 and tx.attachment("u2", "west") is None
 
 
 def test_revisions_grow_and_survive_pruning(store):
