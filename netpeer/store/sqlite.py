@@ -290,14 +290,14 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def delete_network(self, key: NetworkKey) -> None:
         if self._q("DELETE FROM networks WHERE namespace=? AND name=?",
-                            (key.namespace, key.name)).rowcount:
+                   (key.namespace, key.name)).rowcount:
             self._event(key.namespace, key.name, "network", key.name, EventType.DELETED, None)
 
     def _event(self, namespace: str, network: str, kind: str, name: str, type_: str, values) -> None:
         """Records a change for Watch, in the same transaction as the change."""
         self._q("INSERT INTO events (time, namespace, network, kind, name, type, body) "
-                         "VALUES (?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
-                                                    type_, json.dumps(values)))
+                "VALUES (?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
+                                           type_, json.dumps(values)))
 
     # peerings
     def get_peering(self, key: PeeringKey) -> Peering | None:
@@ -358,7 +358,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         if row and row[0]:
             self.sites_changed.add(row[0])
         if self._q("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
-                            (key.namespace, key.network, key.name)).rowcount:
+                   (key.namespace, key.network, key.name)).rowcount:
             self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
 
     def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
@@ -366,8 +366,8 @@ class _SqliteTx(SiteMirrorSql, Transaction):
             "SELECT name FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
             (network.namespace, network.name, Phase.BOUND.value))]
         self._q("UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL "
-                         "WHERE namespace=? AND network=? AND phase=?",
-                         (cfg, network.namespace, network.name, Phase.BOUND.value))
+                "WHERE namespace=? AND network=? AND phase=?",
+                (cfg, network.namespace, network.name, Phase.BOUND.value))
         return keys
 
     def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
@@ -389,7 +389,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
         rows = self._q("SELECT revision, namespace FROM events WHERE revision > ? ORDER BY revision",
-                                (after,)).fetchall()
+                       (after,)).fetchall()
         if not rows:
             return max(after, self.revisions()[1]), set()
         return rows[-1][0], {r[1] for r in rows}
@@ -406,7 +406,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
     def prune_events(self, older_than: datetime, keep: int) -> int:
         head = self.revisions()[1]
         return self._q("DELETE FROM events WHERE time < ? AND revision <= ?",
-                                (_us(older_than), head - keep)).rowcount
+                       (_us(older_than), head - keep)).rowcount
 
     def expired_peerings(self, now: datetime, limit: int = 500) -> list[Peering]:
         return [_peering(r) for r in self._q(
@@ -453,8 +453,8 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def put_token(self, t: Token) -> None:
         self._q(self._PUT_TOKEN,
-                         (t.token_id, t.secret_hash, json.dumps(sorted(t.namespaces)), int(t.admin),
-                          t.description, _us(t.create_time), _us(t.expires_at) if t.expires_at else None))
+                (t.token_id, t.secret_hash, json.dumps(sorted(t.namespaces)), int(t.admin),
+                 t.description, _us(t.create_time), _us(t.expires_at) if t.expires_at else None))
 
     def delete_token(self, token_id: str) -> bool:
         return self._q("DELETE FROM tokens WHERE token_id=?", (token_id,)).rowcount > 0
