@@ -20,7 +20,7 @@ from pathlib import Path
 from bench import report
 from bench.deploy import ROOT, load_average
 
-SECTIONS = ("scale", "bulk", "pulumi", "tofu", "shapes")
+SECTIONS = ("scale", "bulk", "stores", "pulumi", "tofu", "shapes")
 
 FULL = {
     "sizes": [100, 1000, 10000],
@@ -32,6 +32,7 @@ FULL = {
     "pulumi": {"counts": [50, 200], "reps": 1},
     "tofu": {"counts": [50, 200], "reps": 1, "startup_samples": 10},
     "shapes": {"sizes": [1000], "samples": 6, "lflow_pairs": 10},
+    "stores": {"networks": 500, "pairs": 1000, "concurrency": 32, "binds": 200},
 }
 QUICK = {
     "sizes": [30, 60],
@@ -43,6 +44,7 @@ QUICK = {
     "pulumi": {"counts": [4], "reps": 1},
     "tofu": {"counts": [4], "reps": 1, "startup_samples": 2},
     "shapes": {"sizes": [30], "samples": 1, "lflow_pairs": 2},
+    "stores": {"networks": 40, "pairs": 60, "concurrency": 8, "binds": 10},
 }
 
 
@@ -125,6 +127,11 @@ def main(argv=None) -> int:
             from bench import bulk
             scale.log("bulk apply")
             data["bulk"] = bulk.run(**preset["bulk"])
+            save()
+        if "stores" in sections:
+            from bench import stores
+            scale.log("stores: SQLite, PostgreSQL x1, PostgreSQL x2")
+            data["stores"] = stores.run(**preset["stores"])
             save()
         if "pulumi" in sections:
             from bench import pulumi_bench

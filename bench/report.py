@@ -435,6 +435,9 @@ def write(data: dict, out: Path) -> None:
         made = []
         print("bench: matplotlib is missing (pip install -e '.[bench]'): no plots", flush=True)
     md = markdown(data, s)
+    if "stores" in data:
+        from bench import stores
+        md += "\n## Stores: SQLite, PostgreSQL x1, PostgreSQL x2\n\n" + "\n".join(stores.table(data["stores"])) + "\n"
     if made:
         md += "\n" + "\n".join(f"![{m}]({m})" for m in made) + "\n"
     (out / "results.md").write_text(md)

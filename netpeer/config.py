@@ -3,7 +3,8 @@ mistake, and writing it (the dev stack, the benchmarks and the tests write
 theirs with ``Config.write``).
 
     listen = "unix:///run/netpeer/netpeer.sock"   # or host:port (TLS unless loopback)
-    store = "/var/lib/netpeer/netpeer.db"
+    store = "/var/lib/netpeer/netpeer.db"  # or "postgresql://netpeer@db1/netpeer" (replicas)
+    leader_lease = "3s"                  # replicas: how long the sweeping replica's lease lasts
     ovn_nb = "tcp:10.0.0.5:6641,tcp:10.0.0.6:6641"
     admin_token_file = "/etc/netpeer/admin.token"
     owner = "netpeer"
@@ -44,6 +45,7 @@ from pathlib import Path
 from netpeer.core import validate
 from netpeer.core.models import Quotas
 from netpeer.errors import InvalidArgument
+from netpeer.store.base import is_url
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -62,7 +64,7 @@ class SiteLink:
 @dataclasses.dataclass(frozen=True)
 class Config:
     listen: str
-    store: Path
+    store: Path | str                     # an SQLite file, or a postgresql:// URL
     ovn_nb: str
     admin_token_file: Path | None = None
     owner: str = "netpeer"
@@ -78,6 +80,9 @@ class Config:
     log_format: str = "text"          # or "json": one object per line, with request ids
     metrics_listen: str | None = None  # host:port of the Prometheus endpoint (/metrics); None: off
     quotas: Quotas = Quotas()
+    #: Replicas (PostgreSQL store): the sweeping replica renews a lease of this
+    #: length; another one takes over at most this long after it died.
+    leader_lease: timedelta = timedelta(seconds=3)
     #: This netpeerd's site ("" : no sites) and its links to the others.
     site: str = ""
     site_listen: str | None = None
@@ -103,6 +108,8 @@ class Config:
                   f"log_level = {q(self.log_level)}", f"log_format = {q(self.log_format)}"]
         if self.metrics_listen:
             lines.append(f"metrics_listen = {q(self.metrics_listen)}")
+        if self.leader_lease != timedelta(seconds=3):
+            lines.append(f"leader_lease = {q(validate.format_duration(self.leader_lease))}")
         tls = [(k, v) for k, v in (("cert", self.tls_cert), ("key", self.tls_key),
                                    ("client_ca", self.tls_client_ca)) if v is not None]
         if tls:
@@ -150,7 +157,7 @@ class Config:
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
                      "repair_max_delete_share", "tls", "log_level", "log_format", "metrics_listen", "quotas",
-                     "site", "interconnect", "sites"}, "")
+                     "leader_lease", "site", "interconnect", "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
@@ -176,8 +183,16 @@ class Config:
         share = raw.get("repair_max_delete_share", 0.25)
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise InvalidArgument.for_field("repair_max_delete_share", share, "must be a number above 0 and at most 1")
+        store = raw["store"]
+        if is_url(store):
+            _check_url(store)
+        else:
+            store = p(store, "store")
+        lease = validate.ttl("leader_lease", raw.get("leader_lease", "3s"))
+        if not timedelta(seconds=1) <= lease <= timedelta(minutes=5):
+            raise InvalidArgument.for_field("leader_lease", raw.get("leader_lease"), "must be from 1s to 5m")
         return cls(
-            listen=listen, store=p(raw["store"], "store"), ovn_nb=raw["ovn_nb"],
+            listen=listen, store=store, ovn_nb=raw["ovn_nb"], leader_lease=lease,
             admin_token_file=p(raw.get("admin_token_file"), "admin_token_file"),
             owner=validate.name("owner", raw.get("owner", "netpeer")),
             sweep_interval=validate.ttl("sweep_interval", raw.get("sweep_interval", "30s")),
@@ -187,6 +202,19 @@ class Config:
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
             log_level=level, log_format=log_format, metrics_listen=metrics, quotas=_quotas(raw),
             **_sites(raw, p))
+
+
+def _check_url(url: str) -> None:
+    """A PostgreSQL URL names a database; a password belongs in ~/.pgpass or
+    PGPASSWORD, not in a file that logs and status may quote."""
+    from urllib.parse import urlsplit
+    try:
+        parts = urlsplit(url)
+        parts.port
+    except ValueError as exc:
+        raise InvalidArgument.for_field("store", url, f"is not a valid PostgreSQL URL ({exc})") from None
+    if not parts.path.strip("/") and "dbname=" not in parts.query:
+        raise InvalidArgument.for_field("store", url, "names no database: postgresql://[user@]host[:port]/DATABASE")
 
 
 def _known(raw: dict, known: set[str], prefix: str) -> None:

@@ -4,6 +4,11 @@ Start-up order: the store (migrated if needed), the OVN connection, the
 check that the two belong together (``netpeer.service.epoch``; writes are
 held until it passed), then the gRPC server and the sweeps. A failed check
 ends the process with one line and exit code 2, before anything changed.
+
+With a PostgreSQL store, several netpeerd processes (replicas) serve the
+same store and OVN: each serves reads and writes (writes serialize on the
+store's write lock), and the sweeps and the Programmer run on the one that
+holds the sweeper lease (``netpeer.service.leader``).
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ class Daemon:
         from netpeer.api.server import Limits, Server, check_listen
         from netpeer.ovn.backend import OvnBackend
         from netpeer.service import Service
-        from netpeer.store.sqlite import SqliteStore
+        from netpeer.service.leader import Solo, replica_name
+        from netpeer.store.base import is_url, open_store
 
         if (config.tls_cert is None) != (config.tls_key is None):
             raise InvalidArgument.for_field("tls", "cert/key", "needs both [tls] cert and [tls] key")
@@ -41,7 +47,20 @@ class Daemon:
         self.config = config
         self.mode = mode
         self.exit_code = 0
-        self.store = SqliteStore(config.store)
+        timeout = config.ovn_timeout.total_seconds()
+        self.replicated = is_url(config.store)
+        if self.replicated:
+            from netpeer.store.pg_lease import application_name
+            self.store = open_store(config.store, lock_timeout=2 * timeout + 5, idle_timeout=2 * timeout + 30,
+                                    application_name=application_name())
+        else:
+            self.store = open_store(config.store)
+        self.leadership = Solo()
+        if self.replicated:
+            from netpeer.service.leader import PgLease
+            self.store.claim_owner(config.owner)
+            self.leadership = PgLease(config.store, replica_name(config.listen),
+                                      config.leader_lease.total_seconds())
         self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
                                   site=_site_context(config))
         self.service = (service_factory or Service)(self.store, self.backend, owner=config.owner)
@@ -49,6 +68,7 @@ class Daemon:
         if config.site:
             self._link_sites(config)
         self.service.quotas = config.quotas
+        self.service.leadership = self.leadership
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
         self.metrics, self.metrics_server = NONE, None
         if config.metrics_listen:
@@ -79,6 +99,11 @@ class Daemon:
                                          kwargs={"before_first": self._settle_in_background})
         self._programmer = threading.Thread(target=self.service.programmer.run, name="programmer", daemon=True,
                                             args=(self.stopping,))
+        self._leading: threading.Event | None = None
+        self._led: list[threading.Thread] = []
+        if self.replicated:   # the sweeps run while this replica holds the lease
+            self._sweeper = threading.Thread(target=self._follow_lease, name="leader", daemon=True)
+            self._programmer = None
 
     def _link_sites(self, config: Config) -> None:
         """This site's links to the others: the SiteService listener and the
@@ -122,6 +147,46 @@ class Daemon:
             self.stopping.set()
             return False
 
+    def _follow_lease(self) -> None:
+        """Replicas: settles once OVN answers, then follows the sweeper lease,
+        running the sweeps and the Programmer while this replica leads."""
+        while not self.stopping.is_set() and not self._settled:
+            if self.backend.connected:
+                if not self._settle_in_background():
+                    return
+                break
+            self.stopping.wait(0.2)
+        self.leadership.run(self.stopping, self._gain, self._lose)
+
+    def _gain(self) -> None:
+        self._leading = threading.Event()
+        interval = self.config.sweep_interval.total_seconds()
+        self._led = [threading.Thread(target=self.service.reconciler.run, name="sweeper", daemon=True,
+                                      args=(self._leading, interval)),
+                     threading.Thread(target=self.service.programmer.run, name="programmer", daemon=True,
+                                      args=(self._leading,))]
+        from netpeer.service.leader import ReplicaWatch
+        self._led.append(threading.Thread(target=ReplicaWatch(self.config.store).run, name="replicas",
+                                          daemon=True, args=(self._leading, self._replica_gone)))
+        for thread in self._led:
+            thread.start()
+
+    def _replica_gone(self, gone: set[str]) -> None:
+        """The leader repairs at once when another replica went away (it may
+        have died between its OVN commit and its store commit)."""
+        LOG.info("replica(s) %s went away: repairing now", ", ".join(sorted(gone)))
+        report = self.service.reconciler.repair()
+        if report.repaired_rows or report.errors:
+            LOG.warning("repair after a replica went away: %d OVN rows repaired, %d errors",
+                        report.repaired_rows, report.errors)
+
+    def _lose(self) -> None:
+        if self._leading is not None:
+            self._leading.set()
+        for thread in self._led:
+            thread.join(timeout=self.config.ovn_timeout.total_seconds() + 5)
+        self._led = []
+
     def start(self, connect_timeout: float | None = None) -> "Daemon":
         """Checks the store against OVN if OVN answers within
         ``connect_timeout`` (default: ovn_timeout), raising EpochMismatch,
@@ -140,7 +205,8 @@ class Daemon:
                  f" port {self.port}" if self.port and not self.config.listen.startswith("unix:") else "",
                  self.config.ovn_nb, self.config.store)
         self._sweeper.start()
-        self._programmer.start()
+        if self._programmer is not None:
+            self._programmer.start()
         if self.site_server is not None:
             self.site_server.start()
             self.service.sites.start(self.stopping)
@@ -158,8 +224,8 @@ class Daemon:
             self.service.sites.join()
             self.site_transport.close()
         self.server.stop(grace=grace)
-        for thread in (self._sweeper, self._programmer):
-            if thread.is_alive():
+        for thread in (self._sweeper, self._programmer, *self._led):
+            if thread is not None and thread.is_alive():
                 thread.join(timeout=5)
         self.backend.close()
         self.store.close()

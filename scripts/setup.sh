@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks, reusing what is there:
-#   - Debian packages: OVN central + host, Open vSwitch, iproute2, ...
+#   - Debian packages: OVN central + host, Open vSwitch, iproute2, PostgreSQL (replicas), ...
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
@@ -21,7 +21,7 @@ for arg in "$@"; do
 done
 
 # --- Debian packages ---------------------------------------------------------
-APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps openssl)
+APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps openssl postgresql)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -38,6 +38,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
   say "Debian packages present"
 fi
+# The replica tests and `netpeer dev up --ha` run initdb / pg_ctl from Debian's
+# PostgreSQL: without them those tests fail, so setup fails here first.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "setup: PostgreSQL is not usable: no /usr/lib/postgresql/*/bin/initdb after installing 'postgresql'" >&2
+  exit 1
+fi
 
 # --- Python environment ------------------------------------------------------
 PY=${PYTHON:-python3}
@@ -53,6 +59,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 else
   say "Python environment up to date"
+fi
+if ! .venv/bin/python -c 'import psycopg' 2>/dev/null; then
+  echo "setup: psycopg (the PostgreSQL store's driver) does not import in .venv: rerun after removing $stamp" >&2
+  exit 1
 fi
 
 # python-ovs from PyPI parses OVSDB's JSON in pure Python. Debian's

@@ -22,6 +22,8 @@ from netpeer_dev.daemons import OvnDaemons
 from tests import secrets_in_logs
 from tests.support import ROOT, Instances, Netpeerd, Stack, require_ovn, short_tmpdir, start_netpeerd
 
+pytest_plugins = ["tests.pgsupport"]   # pg_cluster, pg_url: PostgreSQL for the store-level and replica tests
+
 
 @pytest.fixture(scope="session", autouse=True)
 def credential_watch() -> Iterator[secrets_in_logs.Watch]:

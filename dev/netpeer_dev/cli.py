@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from netpeer import errors
+from netpeer_dev.ha import HaStack
 from netpeer_dev.stack import DEFAULT_STATE_DIR, DevStack
 
 
@@ -16,6 +17,9 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
     up.add_argument("--chassis", action="store_true",
                     help="also start ovs-vswitchd (userspace datapath) and ovn-controller for real packets")
     up.add_argument("--sweep-interval", default="5s", help="how often netpeerd expires and repairs (default 5s)")
+    up.add_argument("--ha", action="store_true",
+                    help="replicas: PostgreSQL, an NB Raft cluster of 3, SB, northd and --replicas netpeerd")
+    up.add_argument("--replicas", type=int, default=2, help="with --ha: how many netpeerd replicas (default 2)")
     how = up.add_mutually_exclusive_group()
     how.add_argument("--adopt-ovn", action="store_true", help="passed to netpeerd: rebuild a lost store from OVN")
     how.add_argument("--accept-rollback", action="store_true", help="passed to netpeerd: make OVN match the store")
@@ -44,6 +48,9 @@ def run(ctx, args) -> int:
     from netpeer.cli import output
     stack = DevStack(args.state_dir)
     say = (lambda msg: sys.stderr.write(f"netpeer dev: {msg}\n"))
+    ha = HaStack(stack.dir)
+    if (args.action == "up" and args.ha) or (args.action in ("up", "down", "status") and ha.enabled):
+        return _run_ha(ctx, args, ha, stack, say)
     if args.action == "up":
         serve_args = ("--adopt-ovn",) if args.adopt_ovn else ("--accept-rollback",) if args.accept_rollback else ()
         stack.up(args.chassis, args.sweep_interval, say, serve_args)
@@ -84,6 +91,37 @@ def run(ctx, args) -> int:
     required = stack.required_daemons()
     running = all(r[2] == "running" for r in rows if r[0] in required)
     return 0 if running else 3
+
+
+def _run_ha(ctx, args, ha: HaStack, stack: DevStack, say) -> int:
+    """``dev up --ha`` / ``down`` / ``status`` of the replicated stack."""
+    from netpeer.cli import output
+    if args.action == "up":
+        if stack.config_file.exists() and not ha.enabled:
+            raise errors.FailedPrecondition(f"{stack.dir} holds a single-process dev stack: `netpeer dev down "
+                                            "--purge` first, or pass another --state-dir")
+        serve_args = ("--adopt-ovn",) if args.adopt_ovn else ("--accept-rollback",) if args.accept_rollback else ()
+        ha.up(args.replicas if args.ha else ha.replicas, args.sweep_interval, say, serve_args)
+        print(f"export NETPEER_ENDPOINT={ha.endpoint}")
+        print(f"export NETPEER_TOKEN={ha.admin_token()}")
+        say(f"ready: {ha.replicas} replicas. OVN NB: ovn-nbctl --db={ha.nb.nb_remote} show")
+        say('load the settings with: eval "$(netpeer dev up --ha)"')
+        return 0
+    if args.action == "down":
+        ha.down(args.purge, say)
+        return 0
+    rows = ha.status()
+    data = {"state_dir": str(ha.dir), "ha": True, "endpoint": ha.endpoint, "nb_remote": ha.nb.nb_remote,
+            "sb_remote": ha.nb.sb_remote, "store": ha.pg.url("netpeer"), "daemons": rows}
+
+    def render(d):
+        return "\n".join([f"state dir:  {d['state_dir']}", f"endpoint:   {d['endpoint']}",
+                          f"store:      {d['store']}", f"OVN NB:     {d['nb_remote']}",
+                          output.table(["DAEMON", "ROLE", "PID", "STATE", "DETAIL"],
+                                       [[r["name"], r["role"], str(r["pid"] or ""), r["state"], r["detail"]]
+                                        for r in rows])])
+    output.emit(data, ctx.output, render)
+    return 0 if all(r["state"] == "running" for r in rows) else 3
 
 
 def _fleet(stack: DevStack):

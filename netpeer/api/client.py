@@ -97,10 +97,21 @@ def _route_pb(route: str) -> pb.Route:
     return pb.Route(prefix=str(route))
 
 
+def endpoints(value: str) -> list[str]:
+    """The endpoints of a comma-separated list (``NETPEER_ENDPOINT`` may
+    name several replicas: ``unix:///a.sock,unix:///b.sock``, ``h1:7443,h2:7443``)."""
+    items = [e.strip() for e in (value or "").split(",")]
+    if not value or not all(items):
+        raise InvalidArgument.for_field("endpoint", value, "is required: pass --endpoint or set NETPEER_ENDPOINT"
+                                        if not value else "has an empty item: write ENDPOINT[,ENDPOINT...]")
+    return items
+
+
 def channel(endpoint: str, ca_cert: str | None = None, client_cert: str | None = None,
             client_key: str | None = None) -> grpc.Channel:
     """A channel to ``endpoint`` (``host:port`` or ``unix:///path``); TLS when
-    a CA certificate is given (file path or PEM text)."""
+    a CA certificate is given (file path or PEM text). A DNS name with
+    several addresses is one endpoint: gRPC tries its addresses in turn."""
     if not endpoint:
         raise InvalidArgument.for_field("endpoint", endpoint,
                                         "is required: pass --endpoint or set NETPEER_ENDPOINT")
@@ -114,19 +125,74 @@ def channel(endpoint: str, ca_cert: str | None = None, client_cert: str | None =
     return grpc.insecure_channel(endpoint)
 
 
+#: Calls that change nothing: retried on the next endpoint after any UNAVAILABLE.
+READS = frozenset({"GetCaller", "ListTokens", "GetStatus", "GetNetwork", "ListNetworks", "GetPeering",
+                   "ListPeerings"})
+_STUBS = {"net": pb_grpc.NetworkServiceStub, "tok": pb_grpc.TokenServiceStub, "status": pb_grpc.StatusServiceStub}
+
+
+class _Method:
+    """A method of one of the services, on whichever endpoint the call goes to."""
+
+    __slots__ = ("service", "name")
+
+    def __init__(self, service: str, name: str):
+        self.service, self.name = service, name
+
+
+class _Service:
+    def __init__(self, service: str):
+        self._service = service
+
+    def __getattr__(self, name: str) -> _Method:
+        return _Method(self._service, name)
+
+
+def never_reached(exc: grpc.RpcError) -> bool:
+    """The call failed before any server received it (nothing to connect
+    to): safe to send elsewhere, whatever it does."""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or "")
+
+
 class Client:
+    """netpeer.v1 over one or several endpoints (replicas of one netpeerd
+    deployment). Calls go to one endpoint until it fails; then:
+
+    - a call that never reached a server (nothing listens, connection
+      refused) goes to the next endpoint, whatever it is;
+    - a read (``READS``) that failed with UNAVAILABLE goes to the next one;
+    - a write whose connection broke after it was sent is *not* re-sent: it
+      may have been applied, so the caller gets UNAVAILABLE and decides (a
+      re-sent create would answer ALREADY_EXISTS, a delete NOT_FOUND).
+    """
+
     def __init__(self, endpoint: str, token: str | None, ca_cert: str | None = None,
                  client_cert: str | None = None, client_key: str | None = None, timeout: float = 60.0):
         self.endpoint = endpoint
-        self._channel = channel(endpoint, ca_cert, client_cert, client_key)
-        self._net = pb_grpc.NetworkServiceStub(self._channel)
-        self._tok = pb_grpc.TokenServiceStub(self._channel)
-        self._status = pb_grpc.StatusServiceStub(self._channel)
+        self.endpoints = endpoints(endpoint)
+        self._tls = (ca_cert, client_cert, client_key)
+        self._channels: dict[int, grpc.Channel] = {}
+        self._stubs: dict[tuple[int, str], object] = {}
+        self._current = 0
+        self._channel = self._open(0)   # settings errors (a CA file) show at once
+        self._net, self._tok, self._status = _Service("net"), _Service("tok"), _Service("status")
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self.timeout = timeout
 
+    def _open(self, i: int) -> grpc.Channel:
+        if i not in self._channels:
+            self._channels[i] = channel(self.endpoints[i], *self._tls)
+        return self._channels[i]
+
+    def _stub(self, i: int, service: str):
+        stub = self._stubs.get((i, service))
+        if stub is None:
+            stub = self._stubs[(i, service)] = _STUBS[service](self._open(i))
+        return stub
+
     def close(self) -> None:
-        self._channel.close()
+        for c in self._channels.values():
+            c.close()
 
     def __enter__(self):
         return self
@@ -134,20 +200,33 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def _call(self, method, request):
+    def _call(self, method: _Method, request):
         """One call, with a request id of its own (``x-request-id``: netpeerd
-        logs it and sends it back); an error carries it as ``request_id``."""
+        logs it and sends it back); an error carries it as ``request_id``.
+        Goes to the next endpoint where that is safe (see the class)."""
         rid = secrets.token_hex(8)
-        try:
-            return method(request, metadata=self._metadata + (("x-request-id", rid),), timeout=self.timeout)
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or ""):
-                error = Unavailable(f"cannot reach netpeerd at {self.endpoint} (is it running? try "
-                                    f"'netpeer dev status'): {exc.details().split(';')[-1].strip()}")
-            else:
-                error = from_rpc_error(exc)
-            error.request_id = rid
-            raise error from None
+        count = len(self.endpoints)
+        for attempt in range(count):
+            i = (self._current + attempt) % count
+            fn = getattr(self._stub(i, method.service), method.name)
+            try:
+                answer = fn(request, metadata=self._metadata + (("x-request-id", rid),), timeout=self.timeout)
+                self._current = i
+                return answer
+            except grpc.RpcError as exc:
+                safe = never_reached(exc) or (method.name in READS and exc.code() == grpc.StatusCode.UNAVAILABLE)
+                if safe and attempt + 1 < count:
+                    continue
+                error = self._error(exc, self.endpoints[i])
+                error.request_id = rid
+                raise error from None
+
+    def _error(self, exc: grpc.RpcError, endpoint: str):
+        if never_reached(exc):
+            where = endpoint if len(self.endpoints) == 1 else f"any of {', '.join(self.endpoints)}"
+            return Unavailable(f"cannot reach netpeerd at {where} (is it running? try "
+                               f"'netpeer dev status'): {exc.details().split(';')[-1].strip()}")
+        return from_rpc_error(exc)
 
     # tokens
     def caller(self) -> dict[str, Any]:
@@ -183,7 +262,8 @@ class Client:
                 "last_sweep": report(s.last_sweep) if s.HasField("last_sweep") else None,
                 "last_sweep_start_time": _time(s, "last_sweep_start_time"),
                 "last_sweep_end_time": _time(s, "last_sweep_end_time"),
-                "sweep_totals": report(s.sweep_totals), "site": s.site,
+                "sweep_totals": report(s.sweep_totals), "replica": s.replica, "leader": s.leader,
+                "leading": bool(s.replica) and s.replica == s.leader, "site": s.site,
                 "sites": [{"site": x.site, "reachable": x.reachable, "last_ok_time": _time(x, "last_ok_time"),
                            "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures}
                           for x in s.sites]}
@@ -291,7 +371,7 @@ class Client:
                 request = pb.WatchRequest(parent=parent)
                 if since is not None:
                     request.since_revision = since
-                stream = self._net.Watch(request, metadata=self._metadata)
+                stream = self._stub(self._current, "net").Watch(request, metadata=self._metadata)
                 for event in stream:
                     since = event.revision if since is None else max(since, event.revision)
                     yield event_json(event)
@@ -299,7 +379,8 @@ class Client:
             except grpc.RpcError as exc:
                 if not resume or exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise from_rpc_error(exc) from None
-                time.sleep(0.5)
+                self._current = (self._current + 1) % len(self.endpoints)   # another replica, if any
+                time.sleep(0.5 if self._current == 0 else 0.05)
 
     def delete_peering(self, namespace: str, network: str, name: str) -> None:
         self._call(self._net.DeletePeering, pb.DeletePeeringRequest(

@@ -173,7 +173,8 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
         return pb.SweepReport(expired=r.expired, repaired_rows=r.repaired_rows, errors=r.errors)
     sweeps = status.sweeps
     out = pb.ServerStatus(version=status.version, dataplane_connected=status.dataplane_connected,
-                          sweeps=sweeps.sweeps, sweep_totals=report(sweeps.totals))
+                          sweeps=sweeps.sweeps, sweep_totals=report(sweeps.totals), replica=status.replica,
+                          leader=status.leader)
     if sweeps.last is not None:
         out.last_sweep.CopyFrom(report(sweeps.last))
         out.last_sweep_start_time.CopyFrom(ts(sweeps.last_started))

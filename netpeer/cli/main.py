@@ -29,7 +29,8 @@ class _Parser(argparse.ArgumentParser):
 def _globals() -> argparse.ArgumentParser:
     g = argparse.ArgumentParser(add_help=False)
     s = argparse.SUPPRESS
-    g.add_argument("--endpoint", default=s, help="netpeerd address (env NETPEER_ENDPOINT), e.g. unix:///path or host:port")
+    g.add_argument("--endpoint", default=s, help="netpeerd address (env NETPEER_ENDPOINT), e.g. unix:///path or host:port; "
+                                                      "several replicas: comma-separated")
     g.add_argument("--token-file", default=s, metavar="PATH",
                    help="read the bearer token from this file (env NETPEER_TOKEN_FILE); preferred over --token")
     g.add_argument("--token", default=s, help="bearer token (env NETPEER_TOKEN); visible to other users in ps: "
@@ -241,14 +242,14 @@ def run(args: argparse.Namespace) -> int:
         return serve(Config.load(args.config), mode)
     if cmd == "db":
         from netpeer.config import Config
-        from netpeer.store.sqlite import SqliteStore
+        from netpeer.store.base import open_store
         config = Config.load(args.config)
-        store = SqliteStore(config.store, upgrade=True)
+        store = open_store(config.store, upgrade=True)
         try:
             done, version = store.applied, store.schema_version()
         finally:
             store.close()
-        print(f"store {config.store}: schema version {version}"
+        print(f"store {store.where}: schema version {version}"
               + (f" (applied migration {', '.join(map(str, done))})" if done else " (up to date)"))
         return 0
     if cmd == "status":

@@ -91,7 +91,14 @@ def status_detail(s: dict) -> str:
         f"sweeps:      {s['sweeps']} since start",
         f"last sweep:  {report(s['last_sweep'])}"
         + (f" ({s['last_sweep_start_time']} .. {s['last_sweep_end_time']})" if s["last_sweep"] else ""),
-        f"all sweeps:  {report(s['sweep_totals'])}"] + _sites(s))
+        f"all sweeps:  {report(s['sweep_totals'])}"] + _replica(s) + _sites(s))
+
+
+def _replica(s: dict) -> list[str]:
+    if not s.get("replica"):
+        return []
+    return [f"replica:     {s['replica']}", f"leader:      {s['leader'] or 'none (lease free)'}"
+            + (" (this replica)" if s.get("leading") else "")]
 
 
 def _sites(s: dict) -> list[str]:

@@ -23,6 +23,7 @@ from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidA
                             PermissionDenied, ResourceExhausted)
 from netpeer.service import effects
 from netpeer import __version__
+from netpeer.service.leader import Leadership, Solo
 from netpeer.service.programming import Programmer
 from netpeer.service.reconciler import Reconciler, SweepReport, SweepStatus
 from netpeer.service.sites import SiteLinks
@@ -40,6 +41,8 @@ class ServerStatus:
     sweeps: SweepStatus
     site: str = ""
     links: tuple = ()     # netpeer.service.sites.LinkStatus, one per other site
+    replica: str = ""      # this process, as the sweeper lease names it
+    leader: str = ""       # the replica that runs the sweeps ("" while none does)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +80,8 @@ class Service:
         self.writes = WriteQueue(store, dataplane_, max_group)
         self.reconciler = Reconciler(store, dataplane_, self.writes, lambda: self.clock())
         self.programmer = Programmer(store, dataplane_, self.writes, lambda: self.clock())
+        #: Which replica sweeps (netpeer.service.leader); one process alone always does.
+        self.leadership: Leadership = Solo()
         self.link_sites("", {})
 
     def link_sites(self, here: str, sites: dict[str, int], transport=None, interval: float = 5.0) -> SiteLinks:
@@ -156,8 +161,10 @@ class Service:
             return False, f"the store does not answer: {exc}"
         if not self.dataplane.connected:
             return False, "the OVN NB database does not answer"
-        if self.reconciler.status.sweeps == 0:
+        if self.leadership.solo and self.reconciler.status.sweeps == 0:
             return False, "the start-up sweep has not completed yet"
+        if not self.leadership.solo and self.writes.held:
+            return False, "the start-up check of the store against OVN has not passed yet"
         return True, ""
 
     def phase_counts(self) -> dict[str, int]:
@@ -176,7 +183,7 @@ class Service:
     # ---------------------------------------------------------------- upkeep
     def status(self) -> "ServerStatus":
         return ServerStatus(__version__, self.dataplane.connected, self.reconciler.status, self.sites.here,
-                            tuple(self.sites.status()))
+                            tuple(self.sites.status()), self.leadership.name, self.leadership.leader())
 
     def expire(self) -> int:
         return self.reconciler.expire()

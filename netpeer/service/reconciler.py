@@ -121,7 +121,7 @@ class Reconciler:
             strays, total = self.dataplane.count_strays(keep)
             if not strays:
                 return 0, 0
-            with self.writes.lock, self.store.read() as tx:
+            with self.writes.lock, self.store.exclusive() as tx:
                 keep = [n.uid for n in iter_all_networks(tx)]
                 strays, total = self.dataplane.count_strays(keep)
                 if self._holds_back(tx, strays, total):
@@ -166,8 +166,12 @@ class Reconciler:
         the store for every network, one network per transaction so one bad
         row does not stop the rest."""
         repaired, errors = self._remove_strays()
-        with self.store.read() as tx:
-            uids = [n.uid for n in iter_all_networks(tx)]
+        try:
+            with self.store.read() as tx:
+                uids = [n.uid for n in iter_all_networks(tx)]
+        except Exception as exc:   # a store that went away (PostgreSQL restarting): the next sweep
+            LOG.error("repair sweep: cannot read the store: %s", exc)
+            return SweepReport(repaired_rows=repaired, errors=errors + 1)
         for k in range(0, len(uids), self.REPAIR_CHECK_CHUNK):
             part = uids[k:k + self.REPAIR_CHECK_CHUNK]
             # Cheap read-only check first, without the write lock: writes go on
@@ -185,7 +189,7 @@ class Reconciler:
                 if uid not in suspects:
                     continue
                 try:
-                    with self.writes.lock, self.store.read() as tx:
+                    with self.writes.lock, self.store.exclusive() as tx:
                         report = self.dataplane.sync(desired_states(tx, [uid]), self.writes.stamp(tx, advance=False))
                     repaired += report.changed
                     if report.changed:
@@ -231,7 +235,12 @@ class Reconciler:
             if self.dataplane.connected:
                 if first and not before_first():
                     return
-                report = self.sweep()
+                try:
+                    report = self.sweep()
+                except Exception as exc:   # never end the sweeps: the next one tries again
+                    LOG.error("sweep failed: %s", exc)
+                    stop.wait(interval)
+                    continue
                 if first or report.expired or report.repaired_rows or report.errors:
                     LOG.info("sweep: %d expired, %d OVN rows repaired, %d errors",
                              report.expired, report.repaired_rows, report.errors)

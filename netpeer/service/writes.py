@@ -105,6 +105,11 @@ class WriteQueue:
     def release(self) -> None:
         self._held = None
 
+    @property
+    def held(self) -> bool:
+        """Whether writes are refused (``hold``)."""
+        return self._held is not None
+
     def stamp(self, tx: Transaction, advance: bool) -> Stamp:
         """The stamp a dataplane transaction records: the store's id and its
         generation, advanced by one (in ``tx``) for a write."""

@@ -1,5 +1,6 @@
-"""The store interface. SQLite is the embedded default; a networked database
-can implement the same two classes."""
+"""The store interface. SQLite is the embedded default; PostgreSQL
+(``netpeer.store.postgres``) lets several netpeerd replicas share one store.
+``open_store`` picks one from the configuration's ``store`` setting."""
 
 from __future__ import annotations
 
@@ -163,6 +164,13 @@ class Store(abc.ABC):
         """A write transaction: committed durably when the block exits
         normally, rolled back if it raises."""
 
+    def exclusive(self) -> contextlib.AbstractContextManager[Transaction]:
+        """A read during which no other process writes: the repair sweep
+        reads the store and writes OVN inside one. A store used by one
+        process only needs nothing more than ``read`` (that process's write
+        lock is held around it); a shared one takes its write lock."""
+        return self.read()
+
     @abc.abstractmethod
     def close(self) -> None: ...
 
@@ -175,3 +183,23 @@ def iter_all_networks(tx: Transaction, page: int = 1000) -> Iterator[Network]:
         if len(batch) < page:
             return
         after = f"{batch[-1].namespace}/{batch[-1].name}"
+
+
+def open_store(where, upgrade: bool = True, **options) -> Store:
+    """The store a configuration names: a ``postgresql://`` URL, or the path
+    of an SQLite file. ``options`` go to the PostgreSQL store only."""
+    if is_url(where):
+        try:
+            from netpeer.store.postgres import PostgresStore
+        except ImportError:
+            from netpeer.errors import InvalidArgument
+            raise InvalidArgument.for_field("store", "postgresql://...", "needs psycopg 3: pip install "
+                                            "'netpeer[postgresql]'") from None
+        return PostgresStore(str(where), upgrade=upgrade, **options)
+    from netpeer.store.sqlite import SqliteStore
+    return SqliteStore(where, upgrade=upgrade)
+
+
+def is_url(where) -> bool:
+    """Whether the ``store`` setting names a PostgreSQL database."""
+    return isinstance(where, str) and where.startswith(("postgresql://", "postgres://"))

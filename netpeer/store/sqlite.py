@@ -6,6 +6,9 @@ One write connection guarded by a lock (writes are serialized by the
 service anyway); reads go through one read-only connection per thread, so
 they never wait for a write in progress. The files are private (0600): they
 hold token hashes. The schema comes from ``netpeer.store.migrations``.
+
+Longer than 400 lines: its transaction class is also the PostgreSQL
+store's (``netpeer.store.pg_tx``), one copy of the SQL for both stores.
 """
 
 from __future__ import annotations
@@ -218,6 +221,15 @@ def _network_values(n: Network) -> tuple:
 
 
 class _SqliteTx(SiteMirrorSql, Transaction):
+    """Every statement goes through ``_q`` with ``?`` placeholders; the
+    PostgreSQL store's transaction (``netpeer.store.pg_tx``) derives from
+    this one and replaces only the statements whose dialects differ."""
+
+    _PUT_NETWORK = f"INSERT OR REPLACE INTO networks ({_NET_COLS}) VALUES (?,?,?,?,?,?,?,?,?)"
+    _PUT_PEERING = f"INSERT OR REPLACE INTO peerings ({_PEER_COLS}) VALUES ({','.join('?' * 20)})"
+    _PUT_TOKEN = f"INSERT OR REPLACE INTO tokens ({_TOKEN_COLS}) VALUES (?,?,?,?,?,?,?)"
+    _GET_TOKEN = f"SELECT {_TOKEN_COLS}, 1 FROM tokens WHERE token_id=? UNION ALL SELECT {_DECOY}, 0 LIMIT 1"
+
     def __init__(self, db: sqlite3.Connection):
         self._db = db
         self.sites_changed: set[str] = set()
@@ -227,17 +239,17 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
-        self._db.execute("SAVEPOINT op")
+        self._q("SAVEPOINT op")
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK TO op")
-            self._db.execute("RELEASE op")
+            self._q("ROLLBACK TO op")
+            self._q("RELEASE op")
             raise
-        self._db.execute("RELEASE op")
+        self._q("RELEASE op")
 
-    def _one(self, sql: str, args: tuple):
-        return self._db.execute(sql, args).fetchone()
+    def _one(self, sql: str, args: tuple = ()):
+        return self._q(sql, args).fetchone()
 
     # networks
     def get_network(self, key: NetworkKey) -> Network | None:
@@ -265,27 +277,27 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [_network(r) for r in self._db.execute(sql, args)]
+        return [_network(r) for r in self._q(sql, args)]
 
     def put_network(self, n: Network) -> None:
         existed = self._one("SELECT 1 FROM networks WHERE namespace=? AND name=?", (n.namespace, n.name))
         values = _network_values(n)
-        self._db.execute(f"INSERT OR REPLACE INTO networks ({_NET_COLS}) VALUES (?,?,?,?,?,?,?,?,?)", values)
+        self._q(self._PUT_NETWORK, values)
         if existed:
             self._mark_sites_of(n.key)
         self._event(n.namespace, n.name, "network", n.name, EventType.UPDATED if existed else EventType.CREATED,
                     values)
 
     def delete_network(self, key: NetworkKey) -> None:
-        if self._db.execute("DELETE FROM networks WHERE namespace=? AND name=?",
-                            (key.namespace, key.name)).rowcount:
+        if self._q("DELETE FROM networks WHERE namespace=? AND name=?",
+                   (key.namespace, key.name)).rowcount:
             self._event(key.namespace, key.name, "network", key.name, EventType.DELETED, None)
 
     def _event(self, namespace: str, network: str, kind: str, name: str, type_: str, values) -> None:
         """Records a change for Watch, in the same transaction as the change."""
-        self._db.execute("INSERT INTO events (time, namespace, network, kind, name, type, body) "
-                         "VALUES (?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
-                                                    type_, json.dumps(values)))
+        self._q("INSERT INTO events (time, namespace, network, kind, name, type, body) "
+                "VALUES (?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
+                                           type_, json.dumps(values)))
 
     # peerings
     def get_peering(self, key: PeeringKey) -> Peering | None:
@@ -312,15 +324,15 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [_peering(r) for r in self._db.execute(sql, args)]
+        return [_peering(r) for r in self._q(sql, args)]
 
     def peerings_towards(self, network: NetworkKey) -> list[Peering]:
-        return [_peering(r) for r in self._db.execute(
+        return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? AND remote_site=? "
             "ORDER BY namespace, network, name", (network.namespace, network.name, network.site))]
 
     def halves_to_site(self, site: str) -> list[Peering]:
-        return [_peering(r) for r in self._db.execute(
+        return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE remote_site=? ORDER BY namespace, network, name", (site,))]
 
     def put_peering(self, p: Peering) -> None:
@@ -329,8 +341,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         values = _peering_values(p)
         if p.remote_site:
             self.sites_changed.add(p.remote_site)
-        self._db.execute(f"INSERT OR REPLACE INTO peerings ({_PEER_COLS}) VALUES "
-                         f"({','.join('?' * len(values))})", values)
+        self._q(self._PUT_PEERING, values)
         if old is None:
             type_ = EventType.CREATED
         elif old[0] != p.phase.value:
@@ -346,21 +357,21 @@ class _SqliteTx(SiteMirrorSql, Transaction):
                         (key.namespace, key.network, key.name))
         if row and row[0]:
             self.sites_changed.add(row[0])
-        if self._db.execute("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
-                            (key.namespace, key.network, key.name)).rowcount:
+        if self._q("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
+                   (key.namespace, key.network, key.name)).rowcount:
             self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
 
     def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
-        keys = [PeeringKey(network.namespace, network.name, r[0]) for r in self._db.execute(
-            "SELECT name FROM peerings WHERE namespace=? AND network=? AND phase=?",
+        keys = [PeeringKey(network.namespace, network.name, r[0]) for r in self._q(
+            "SELECT name FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
             (network.namespace, network.name, Phase.BOUND.value))]
-        self._db.execute("UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL "
-                         "WHERE namespace=? AND network=? AND phase=?",
-                         (cfg, network.namespace, network.name, Phase.BOUND.value))
+        self._q("UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL "
+                "WHERE namespace=? AND network=? AND phase=?",
+                (cfg, network.namespace, network.name, Phase.BOUND.value))
         return keys
 
     def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
-        return [_peering(r) for r in self._db.execute(
+        return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE programmed_at IS NULL AND dataplane_cfg IS NOT NULL "
             "AND dataplane_cfg <= ? ORDER BY dataplane_cfg LIMIT ?", (up_to, limit))]
 
@@ -374,11 +385,11 @@ class _SqliteTx(SiteMirrorSql, Transaction):
             args.append(network)
         sql += " ORDER BY revision LIMIT ?"
         args.append(limit)
-        return [_event(r) for r in self._db.execute(sql, args)]
+        return [_event(r) for r in self._q(sql, args)]
 
     def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
-        rows = self._db.execute("SELECT revision, namespace FROM events WHERE revision > ? ORDER BY revision",
-                                (after,)).fetchall()
+        rows = self._q("SELECT revision, namespace FROM events WHERE revision > ? ORDER BY revision",
+                       (after,)).fetchall()
         if not rows:
             return max(after, self.revisions()[1]), set()
         return rows[-1][0], {r[1] for r in rows}
@@ -394,18 +405,18 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def prune_events(self, older_than: datetime, keep: int) -> int:
         head = self.revisions()[1]
-        return self._db.execute("DELETE FROM events WHERE time < ? AND revision <= ?",
-                                (_us(older_than), head - keep)).rowcount
+        return self._q("DELETE FROM events WHERE time < ? AND revision <= ?",
+                       (_us(older_than), head - keep)).rowcount
 
     def expired_peerings(self, now: datetime, limit: int = 500) -> list[Peering]:
-        return [_peering(r) for r in self._db.execute(
+        return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE expires_at IS NOT NULL AND expires_at <= ? "
             "ORDER BY expires_at LIMIT ?", (_us(now), limit))]
 
     def _peerings_in_phase(self, network: NetworkKey, phase: Phase) -> list[Peering]:
         if network.site:
             return []   # another site's: it keeps its own
-        return [_peering(r) for r in self._db.execute(
+        return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
             (network.namespace, network.name, phase.value))]
 
@@ -425,7 +436,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def count_by_phase(self) -> dict[str, int]:
         counts = {phase.value: 0 for phase in Phase}
-        counts.update(dict(self._db.execute("SELECT phase, count(*) FROM peerings GROUP BY phase").fetchall()))
+        counts.update(dict(self._q("SELECT phase, count(*) FROM peerings GROUP BY phase").fetchall()))
         return counts
 
     def count_pending(self, namespace: str) -> int:
@@ -436,21 +447,20 @@ class _SqliteTx(SiteMirrorSql, Transaction):
     def get_token(self, token_id: str) -> Token | None:
         # An unknown id reads (and parses) a decoy row instead of nothing, so
         # that known and unknown ids cost the same (no timing oracle).
-        row = self._one(f"SELECT {_TOKEN_COLS}, 1 FROM tokens WHERE token_id=? "
-                        f"UNION ALL SELECT {_DECOY}, 0 LIMIT 1", (token_id,))
+        row = self._one(self._GET_TOKEN, (token_id,))
         token = _token(row)
         return token if row[-1] else None
 
     def put_token(self, t: Token) -> None:
-        self._db.execute(f"INSERT OR REPLACE INTO tokens ({_TOKEN_COLS}) VALUES (?,?,?,?,?,?,?)",
-                         (t.token_id, t.secret_hash, json.dumps(sorted(t.namespaces)), int(t.admin),
-                          t.description, _us(t.create_time), _us(t.expires_at) if t.expires_at else None))
+        self._q(self._PUT_TOKEN,
+                (t.token_id, t.secret_hash, json.dumps(sorted(t.namespaces)), int(t.admin),
+                 t.description, _us(t.create_time), _us(t.expires_at) if t.expires_at else None))
 
     def delete_token(self, token_id: str) -> bool:
-        return self._db.execute("DELETE FROM tokens WHERE token_id=?", (token_id,)).rowcount > 0
+        return self._q("DELETE FROM tokens WHERE token_id=?", (token_id,)).rowcount > 0
 
     def list_tokens(self) -> list[Token]:
-        return [_token(r) for r in self._db.execute(f"SELECT {_TOKEN_COLS} FROM tokens ORDER BY create_time")]
+        return [_token(r) for r in self._q(f"SELECT {_TOKEN_COLS} FROM tokens ORDER BY create_time, token_id")]
 
     def count_tokens(self) -> int:
         return self._one("SELECT count(*) FROM tokens", ())[0]
@@ -460,4 +470,4 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         return int(self._one("SELECT value FROM meta WHERE key='generation'", ())[0])
 
     def set_generation(self, generation: int) -> None:
-        self._db.execute("UPDATE meta SET value=? WHERE key='generation'", (str(generation),))
+        self._q("UPDATE meta SET value=? WHERE key='generation'", (str(generation),))

@@ -1,5 +1,6 @@
 """The service on an in-memory dataplane: what the service itself decides
-(group commit, expiry, repair, errors), fast and without root or OVN. The
+(group commit, expiry, repair, errors), fast and without root or OVN, on
+each store (SQLite, and PostgreSQL from tests/pgsupport.py). The
 same behaviour on real OVN daemons is covered by tests/integration,
 tests/functional and tests/trust."""
 
@@ -16,7 +17,7 @@ from netpeer.core.dataplane import NetworkState
 from netpeer.core.models import Caller
 from netpeer.service import Service
 from netpeer.service.memory import MemoryDataplane
-from netpeer.store.sqlite import SqliteStore
+from tests.pgsupport import make_store
 
 ADMIN = Caller("admin", frozenset(), True)
 
@@ -39,9 +40,10 @@ class SlowDataplane(MemoryDataplane):
         return super().sync(desired, stamp, track)
 
 
-@pytest.fixture
-def world(tmp_path):
-    store = SqliteStore(tmp_path / "netpeer.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def world(request, tmp_path):
+    cluster = request.getfixturevalue("pg_cluster") if request.param == "postgresql" else None
+    store = make_store(request.param, tmp_path, cluster)
     dataplane = SlowDataplane()
     clock = Clock()
     service = Service(store, dataplane, clock=clock)

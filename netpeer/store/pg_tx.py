@@ -1,0 +1,91 @@
+"""The PostgreSQL store's transaction: the SQLite store's transaction
+(``netpeer.store.sqlite``, with the cross-site mirror of
+``netpeer.store.sites_sql``) run on PostgreSQL. Its statements are shared:
+``_q`` turns their ``?`` placeholders into psycopg's ``%s``; only the
+statements whose dialects differ (upserts, the token decoy, savepoints, the
+head revision) are replaced here. A lost connection becomes
+``Unavailable``: the write changed nothing."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from typing import Iterator
+
+import psycopg
+
+from netpeer.errors import Unavailable
+from netpeer.store.sqlite import _NET_COLS, _PEER_COLS, _TOKEN_COLS, _SqliteTx, _us
+
+_DECOY = ("'decoy', '" + "0" * 64 + "', '[\"decoy-namespace\"]', 0, '', 0::bigint, NULL::bigint")
+
+
+def _upsert(table: str, cols: str, key: tuple[str, ...]) -> str:
+    names = [c.strip() for c in cols.split(",")]
+    sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in names if c not in key)
+    return (f"INSERT INTO {table} ({cols}) VALUES ({', '.join(['?'] * len(names))}) "
+            f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {sets}")
+
+
+def placeholders(sql: str) -> str:
+    """``?`` placeholders as psycopg's (a literal ``%`` doubled)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PgTx(_SqliteTx):
+    _PUT_NETWORK = _upsert("networks", _NET_COLS, ("namespace", "name"))
+    _PUT_PEERING = _upsert("peerings", _PEER_COLS, ("namespace", "network", "name"))
+    _PUT_TOKEN = _upsert("tokens", _TOKEN_COLS, ("token_id",))
+    # An unknown id reads (and parses) a decoy row instead of nothing.
+    _GET_TOKEN = (f"SELECT * FROM (SELECT {_TOKEN_COLS}, 1 AS found FROM tokens WHERE token_id=? "
+                  f"UNION ALL SELECT {_DECOY}, 0) t ORDER BY found DESC LIMIT 1")
+
+    def __init__(self, db: psycopg.Connection, where: str):
+        super().__init__(db)
+        self._where = where
+        self._savepoints = 0
+
+    def execute(self, sql: str, args=None) -> psycopg.Cursor:
+        """One statement in psycopg's own dialect (``%s`` placeholders)."""
+        try:
+            return self._db.execute(sql, args)
+        except psycopg.OperationalError as exc:
+            line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise Unavailable(f"store {self._where} does not answer: {line}") from None
+
+    def _q(self, sql: str, args=()):
+        return self.execute(placeholders(sql), args) if args else self.execute(sql)
+
+    def meta(self, key: str) -> str | None:
+        row = self._one("SELECT value FROM meta WHERE key=?", (key,))
+        return row[0] if row else None
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        self._savepoints += 1
+        name = f"op{self._savepoints}"
+        self.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(psycopg.Error, Unavailable):
+                self.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                self.execute(f"RELEASE SAVEPOINT {name}")
+            raise
+        self.execute(f"RELEASE SAVEPOINT {name}")
+
+    # events
+    def revisions(self) -> tuple[int, int]:
+        row = self._one("SELECT min(revision), max(revision) FROM events")
+        if row[1] is not None:
+            return row[0], row[1]
+        # None kept: the newest revision pruned (recorded by prune_events), not
+        # the identity's counter, which a transaction in progress may have moved.
+        head = int(self.meta("events_head") or 0)
+        return head + 1, head
+
+    def prune_events(self, older_than: datetime, keep: int) -> int:
+        head = self.revisions()[1]
+        self._q("INSERT INTO meta VALUES ('events_head', ?) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(head),))
+        return self._q("DELETE FROM events WHERE time < ? AND revision <= ?", (_us(older_than), head - keep)).rowcount

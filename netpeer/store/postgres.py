@@ -1,0 +1,270 @@
+"""PostgreSQL store: several netpeerd replicas share one database.
+
+The same tables and values as the SQLite store (``netpeer.store.migrations``
+has both dialects), and the same guarantees: a write is acknowledged only
+after PostgreSQL committed it (``synchronous_commit`` on), a failed write
+changed nothing, and group commit keeps its savepoints.
+
+Across replicas, one write = one store transaction + one OVN transaction
+stays one unit: every write transaction first takes one PostgreSQL advisory
+transaction lock (``WRITE_LOCK``) and holds it through the OVN transaction
+until it commits or rolls back. So writes are serialized across processes
+exactly as the in-process lock serializes them within one, each sees
+everything committed before it, and Watch revisions are handed out in commit
+order. Why one lock and not SERIALIZABLE with retries: docs/performance.md.
+
+Reads run on one connection per thread in REPEATABLE READ READ ONLY
+transactions (one snapshot per read, never waiting for a write). A
+connection that breaks (PostgreSQL restarted) is replaced on the next use;
+the call that hit it answers UNAVAILABLE. A commit whose answer was lost is
+looked up again (``pg_xact_status``), so the caller is told what happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from typing import Iterator
+
+import psycopg
+
+from netpeer.errors import FailedPrecondition, InvalidArgument, Unavailable
+from netpeer.store import migrations
+from netpeer.store.base import Store, Transaction
+from netpeer.store.pg_tx import PgTx
+
+#: pg_advisory_xact_lock keys (per database): all writes; schema migrations.
+WRITE_LOCK = 0x6E65_7470_6565_7201
+MIGRATE_LOCK = 0x6E65_7470_6565_7202
+
+
+def redact(url: str) -> str:
+    """The URL without its password (for messages and logs)."""
+    url = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", url)
+
+
+class PostgresStore(Store):
+    savepoints = True
+
+    def __init__(self, url: str, upgrade: bool = True, connect_timeout: float = 5.0,
+                 lock_timeout: float = 30.0, idle_timeout: float = 60.0, application_name: str = "netpeer"):
+        """Connects to ``url`` and applies missing migrations (unless
+        ``upgrade`` is false: then an old schema is refused). A write waits
+        at most ``lock_timeout`` s for another replica's write (then
+        UNAVAILABLE); a replica that holds the write lock without a word for
+        ``idle_timeout`` s (frozen) loses its session, and so the lock."""
+        self.url = url
+        self.where = redact(url)
+        self._connect_timeout = connect_timeout
+        self._app = application_name[:63]
+        self._options = (f"-c lock_timeout={int(lock_timeout * 1000)} "
+                         f"-c idle_in_transaction_session_timeout={int(idle_timeout * 1000)}")
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[psycopg.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._db = self._connect()
+        self.applied = self.migrate(apply=upgrade)
+        with self.read() as tx:
+            self._store_id = tx.meta("store_id")
+
+    # ------------------------------------------------------------ connections
+    def _connect(self) -> psycopg.Connection:
+        try:
+            return psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout)),
+                                   options=self._options, application_name=self._app)
+        except psycopg.ProgrammingError as exc:
+            raise InvalidArgument.for_field("store", self.where, f"is not a usable PostgreSQL URL: "
+                                            f"{_first_line(exc)}") from None
+        except psycopg.OperationalError as exc:
+            raise Unavailable(f"store: cannot connect to {self.where}: {_first_line(exc)}") from None
+
+    def _writer(self) -> psycopg.Connection:
+        if self._db.closed or self._db.broken:
+            self._db.close()
+            self._db = self._connect()
+        return self._db
+
+    def _reader(self) -> psycopg.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None or db.closed or db.broken:
+            if db is not None:
+                db.close()
+            db = self._connect()
+            self._local.db = db
+            with self._readers_lock:
+                self._readers.append(db)
+        return db
+
+    # ------------------------------------------------------------ schema
+    def schema_version(self) -> int:
+        with self._lock:
+            return self._version(self._writer())
+
+    @staticmethod
+    def _version(db) -> int:
+        if db.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
+            return 0
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def migrate(self, apply: bool = True) -> list[int]:
+        """Applies the missing migrations, each in its own transaction under a
+        lock of its own (replicas starting together apply each once); the
+        versions applied."""
+        done = []
+        with self._lock:
+            db = self._writer()
+            try:
+                todo = migrations.pending(self._version(db), self.where)
+                if todo and not apply:
+                    raise FailedPrecondition(
+                        f"store {self.where} has schema version {self._version(db)}, this netpeer needs "
+                        f"{migrations.LATEST}: run `netpeer db upgrade --config FILE`", field="store",
+                        value=self.where)
+                for m in todo:
+                    with db.transaction():
+                        db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
+                        if self._version(db) >= m.version:   # another replica did it meanwhile
+                            continue
+                        for statement in m.postgresql:
+                            db.execute(statement)
+                        db.execute("INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) "
+                                   "DO UPDATE SET value = EXCLUDED.value", (str(m.version),))
+                    done.append(m.version)
+            except psycopg.OperationalError as exc:
+                raise Unavailable(f"store {self.where}: {_first_line(exc)}") from None
+        return done
+
+    @property
+    def store_id(self) -> str:
+        return self._store_id
+
+    # ------------------------------------------------------------ transactions
+    def _begin(self, connection, statement: str) -> psycopg.Connection:
+        """``statement`` (a BEGIN) on ``connection()``; a connection broken
+        since its last use (PostgreSQL restarted) is replaced once: nothing
+        had been sent on it yet."""
+        for attempt in (1, 2):
+            db = connection()
+            try:
+                db.execute(statement)
+                return db
+            except psycopg.OperationalError as exc:
+                broken = db.broken
+                db.close()
+                if attempt == 2 or not broken:
+                    raise self._unavailable(exc) from None
+        raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Transaction]:
+        """A snapshot of what was committed (REPEATABLE READ, read only)."""
+        db = self._begin(self._reader, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield PgTx(db, self.where)
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                db.execute("ROLLBACK")
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Transaction]:
+        """A write transaction holding the replicas' write lock until it ends."""
+        with self._lock:
+            db = self._begin_locked()
+            try:
+                yield PgTx(db, self.where)
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    db.execute("ROLLBACK")
+                raise
+            self._commit(db)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[Transaction]:
+        """A read under the write lock: no replica writes until it ends (the
+        repair sweep reads and writes OVN in one)."""
+        with self._lock:
+            db = self._begin_locked()
+            try:
+                yield PgTx(db, self.where)
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    db.execute("ROLLBACK")
+
+    def _begin_locked(self) -> psycopg.Connection:
+        # READ COMMITTED on purpose: each statement sees what the previous
+        # holder of the lock committed (a REPEATABLE READ snapshot would be
+        # taken before the lock was granted).
+        db = self._begin(self._writer, "BEGIN")
+        try:
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            return db
+        except psycopg.errors.LockNotAvailable:
+            with contextlib.suppress(psycopg.Error):
+                db.execute("ROLLBACK")
+            raise Unavailable("another netpeerd replica holds the write lock for too long (lock_timeout); "
+                              "nothing was changed: retry") from None
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
+
+    def _commit(self, db: psycopg.Connection) -> None:
+        try:
+            xid = db.execute("SELECT pg_current_xact_id()::text").fetchone()[0]
+        except psycopg.Error as exc:
+            with contextlib.suppress(psycopg.Error):
+                db.execute("ROLLBACK")
+            raise self._unavailable(exc) from None
+        try:
+            db.execute("COMMIT")
+            return
+        except psycopg.OperationalError as exc:
+            lost = exc
+        # The answer to COMMIT was lost: ask again what became of it.
+        deadline = time.monotonic() + self._connect_timeout
+        while time.monotonic() < deadline:
+            try:
+                with self._lock:
+                    self._db.close()
+                    self._db = self._connect()
+                    status = self._db.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()[0]
+            except Unavailable:
+                time.sleep(0.2)
+                continue
+            if status == "committed":
+                return
+            raise Unavailable(f"store {self.where}: the transaction was not committed "
+                              f"({_first_line(lost)}); nothing was changed")
+        raise Unavailable(f"store {self.where} went away while committing ({_first_line(lost)}); "
+                          "the write may or may not have been kept: read it back")
+
+    def _unavailable(self, exc: Exception) -> Unavailable:
+        return Unavailable(f"store {self.where} does not answer: {_first_line(exc)}")
+
+    # ------------------------------------------------------------ replicas
+    def claim_owner(self, owner: str) -> None:
+        """Records the deployment's ``owner`` (the first replica's) and
+        refuses a replica configured with another one."""
+        with self.write() as tx:
+            tx.execute("INSERT INTO meta VALUES ('owner', %s) ON CONFLICT (key) DO NOTHING", (owner,))
+            recorded = tx.meta("owner")
+        if recorded != owner:
+            raise FailedPrecondition(
+                f"owner: {owner!r} differs from the owner {recorded!r} that the other replicas of store "
+                f"{self.where} use: every replica needs the same owner", field="owner", value=owner)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+        with self._readers_lock:
+            for db in self._readers:
+                db.close()
+            self._readers.clear()
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,151 @@
+"""Leader loss: the sweeps (repair, TTL expiry) run on one replica and move
+to the other when it dies.
+
+Two real netpeerd processes on one PostgreSQL database and an NB Raft
+cluster, ``sweep_interval`` 1 s, ``leader_lease`` 2 s. The sweeping replica
+is killed (SIGKILL); meanwhile a route of a Bound pair is deleted by hand in
+OVN and a Pending peering's TTL runs out. The other replica must restore the
+route within the sweep interval plus the lease (plus a second of slack),
+report itself as leader, and the expired peering must be collected exactly
+once (one Deleted event, one "expired" line in the two logs together).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from netpeer.api.client import Client
+from netpeer.ovn import names
+from netpeer.ovn.backend import OvnBackend
+from netpeer.service import Service
+from netpeer.store.postgres import PostgresStore
+from tests.faults.harness import actual_ids, diff_ovn, expected_ids, publish
+from tests.support import ADMIN_TOKEN
+
+SWEEP, LEASE = 1.0, 2.0
+
+
+def leaders(daemons) -> list[int]:
+    out = []
+    for i, d in enumerate(daemons):
+        if d.pid is None:
+            continue
+        with Client(d.endpoint, ADMIN_TOKEN, timeout=5) as c:
+            if c.status()["leading"]:
+                out.append(i)
+    return out
+
+
+def wait_for(what: str, condition, timeout: float, step: float = 0.02) -> float:
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout, f"{what}: not within {timeout:.1f}s"
+        time.sleep(step)
+    return time.monotonic() - start
+
+
+def test_the_sweeps_move_to_the_survivor(replicas, nb3, request):
+    daemons = replicas(2, nb3.nb_remote, sweep_interval="1s", leader_lease=timedelta(seconds=LEASE))
+    for d in daemons:
+        d.start()
+    wait_for("one leader", lambda: len(leaders(daemons)) == 1, 10)
+    assert len(leaders(daemons)) == 1, "two replicas sweep at once"
+    both = ",".join(d.endpoint for d in daemons)
+    store = PostgresStore(daemons[0].config.store)
+    checker = OvnBackend(nb3.nb_remote)
+    assert checker.wait_connected(30)
+    try:
+        with Client(both, ADMIN_TOKEN) as admin:
+            a = admin.create_network("a", "net-a", ["10.1.0.0/24"])
+            b = admin.create_network("b", "net-b", ["10.2.0.0/24"])
+            admin.create_peering("a", "net-a", "to-b", "net-b", "b")
+            assert admin.create_peering("b", "net-b", "to-a", "net-a", "a")["phase"] == "Bound"
+            admin.create_network("c", "net-c", ["10.3.0.0/24"])
+            admin.create_peering("c", "net-c", "short", "nowhere", "x", ttl=timedelta(seconds=4))
+        leader = leaders(daemons)[0]
+        survivor = daemons[1 - leader]
+
+        def in_sync() -> bool:
+            with store.read() as tx:
+                return not diff_ovn(expected_ids(tx), actual_ids(checker))
+
+        wait_for("OVN matches the store", in_sync, 10)
+        daemons[leader].kill9()
+        killed = time.monotonic()
+        nb3.nbctl("lr-route-del", names.router(b["uid"]), "10.1.0.0/24")   # drift, while nobody leads
+        assert not in_sync()
+        wait_for("the survivor leads", lambda: leaders([survivor]) == [0], SWEEP + LEASE + 5)
+        took_over = time.monotonic() - killed
+        wait_for("the drifted route is restored", in_sync, SWEEP + LEASE + 5)
+        repaired = time.monotonic() - killed
+
+        with Client(survivor.endpoint, ADMIN_TOKEN) as admin:
+            status = admin.status()
+            assert status["leading"] and status["leader"] == status["replica"]
+
+            def collected() -> bool:
+                return not admin.list_peerings("c", "net-c")
+            wait_for("the expired peering is collected", collected, 4 + SWEEP + LEASE + 5, step=0.1)
+        with store.read() as tx:
+            deleted = [e for e in tx.events_after("c", "net-c", 0, 100) if e.name == "short" and e.type == "Deleted"]
+        expired_lines = sum(d.log.read_text().count("peering c/net-c/short expired") for d in daemons)
+        assert len(deleted) == 1 and expired_lines == 1, (deleted, expired_lines)
+        assert repaired <= SWEEP + LEASE + 1.0, f"repaired {repaired:.2f}s after the leader died"
+        # A replica started again follows; the lease stays where it is.
+        daemons[leader].spawn()
+        daemons[leader].wait_ready()
+        time.sleep(LEASE)
+        assert leaders(daemons) == [1 - leader]
+    finally:
+        checker.close()
+        store.close()
+    for d in daemons:
+        d.assert_no_internal_errors()
+    publish(request, "replicas_leader_loss", {
+        "sweep_interval_s": SWEEP, "lease_s": LEASE, "kill_to_drift_repaired_s": round(repaired, 2),
+        "kill_to_survivor_leading_s": round(took_over, 2), "expired_peering_deleted_events": len(deleted)})
+
+
+def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, request):
+    """A replica killed between its OVN commit and its store commit leaves
+    rows of a write nobody acknowledged; alone, its restart would sweep them.
+    Here the leader does, as soon as the replica's sessions are gone, long
+    before its next periodic sweep (30 s)."""
+    import uuid
+
+    from netpeer.core.dataplane import NetworkState, Stamp
+    from netpeer.core.models import Network, utcnow
+    daemons = replicas(2, nb3.nb_remote, sweep_interval="30s", leader_lease=timedelta(seconds=LEASE))
+    for d in daemons:
+        d.start()
+    wait_for("one leader", lambda: len(leaders(daemons)) == 1, 10)
+    leader = leaders(daemons)[0]
+    store = PostgresStore(daemons[0].config.store)
+    checker = OvnBackend(nb3.nb_remote)
+    assert checker.wait_connected(30)
+    try:
+        with Client(daemons[leader].endpoint, ADMIN_TOKEN) as admin:
+            admin.create_network("a", "kept", ["10.1.0.0/24"])
+        daemons[leader].wait_sweep(0)
+        # What a write that died after its OVN transaction leaves: rows of a network the store never got.
+        ghost = Network("a", "ghost", str(uuid.uuid4()), ("10.9.0.0/24",), (), "", utcnow(), utcnow(), 1)
+        stamp = checker.read_stamp()
+        checker.sync({ghost.uid: NetworkState(ghost, (), ())}, Stamp(stamp.store_id, stamp.generation + 1))
+
+        def in_sync() -> bool:
+            with store.read() as tx:
+                return not diff_ovn(expected_ids(tx), actual_ids(checker))
+        assert not in_sync()
+        time.sleep(1.0)
+        assert not in_sync(), "something removed the rows before any replica went away"
+        daemons[1 - leader].kill9()
+        killed = time.monotonic()
+        wait_for("the leader removed the dead write's rows", in_sync, 5)
+        took = time.monotonic() - killed
+        report = Service(store, checker).repair()
+        assert (report.repaired_rows, report.errors) == (0, 0), report
+    finally:
+        checker.close()
+        store.close()
+    publish(request, "replicas_dead_write_repaired", {"kill_to_rows_removed_s": round(took, 2)})

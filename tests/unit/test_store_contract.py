@@ -1,0 +1,286 @@
+"""The store interface (netpeer.store.base), the same checks on each store:
+SQLite and PostgreSQL answer alike. The PostgreSQL-only part is what
+replicas rely on: two processes' writes serialize, revisions follow commit
+order, a newer schema and another owner are refused in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from netpeer import errors
+from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Token
+from netpeer.store import migrations
+from netpeer.store.base import open_store
+from tests.pgsupport import make_store
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    cluster = request.getfixturevalue("pg_cluster") if request.param == "postgresql" else None
+    s = make_store(request.param, tmp_path, cluster)
+    yield s
+    s.close()
+
+
+def net(ns: str, name: str, i: int) -> Network:
+    return Network(ns, name, f"{i:08d}-0000-4000-8000-000000000000", (f"10.{i}.0.0/24",), (), "", T0, T0, 1)
+
+
+def half(a: Network, b: Network, name: str = "p", phase: Phase = Phase.PENDING) -> Peering:
+    return Peering(a.namespace, a.name, name, b.namespace, b.name, a.uid, None, timedelta(hours=1), "", phase,
+                   "AwaitingRemote", "", T0, T0, 1)
+
+
+def test_a_write_that_raises_keeps_nothing_and_a_savepoint_only_its_own(store):
+    with pytest.raises(RuntimeError):
+        with store.write() as tx:
+            tx.put_network(net("a", "n1", 1))
+            raise RuntimeError("boom")
+    with store.write() as tx:
+        tx.put_network(net("a", "n2", 2))
+        with pytest.raises(RuntimeError):
+            with tx.savepoint():
+                tx.put_network(net("a", "n3", 3))
+                raise RuntimeError("only this one")
+        tx.put_network(net("a", "n4", 4))
+    with store.read() as tx:
+        assert [n.name for n in tx.list_networks("a")] == ["n2", "n4"]
+        assert [e.name for e in tx.events_after("a", None, 0, 100)] == ["n2", "n4"]
+
+
+def test_networks_and_peerings_read_back_as_written(store):
+    a, b = net("a", "na", 1), net("b", "nb", 2)
+    with store.write() as tx:
+        tx.put_network(a)
+        tx.put_network(b)
+        tx.put_peering(half(a, b))
+        tx.put_peering(half(b, a, "q", Phase.BOUND))
+    with store.read() as tx:
+        assert tx.get_network(a.key) == a and tx.get_network_by_uid(b.uid) == b
+        assert [n.name for n in tx.list_networks(None)] == ["na", "nb"]
+        assert [n.name for n in tx.list_networks(None, after="a/na")] == ["nb"]
+        assert tx.get_peering(PeeringKey("a", "na", "p")) == half(a, b)
+        assert tx.find_peering_to(a.key, b.key).name == "p"
+        assert [p.name for p in tx.peerings_towards(a.key)] == ["q"]
+        assert [p.name for p in tx.bound_peerings_of(b.key)] == ["q"] and tx.failed_peerings_of(b.key) == []
+        assert tx.count_networks("a") == 1 and tx.count_peerings_of(a.key) == 1 and tx.count_pending("a") == 1
+        assert tx.count_by_phase() == {"Pending": 1, "Bound": 1, "Failed": 0}
+        assert [p.name for p in tx.expired_peerings(T0 + timedelta(hours=2))] == ["p"]
+        assert tx.expired_peerings(T0 + timedelta(minutes=59)) == []
+    with store.write() as tx:
+        assert tx.set_dataplane_cfg(b.key, 7) == [PeeringKey("b", "nb", "q")]
+        assert [p.name for p in tx.programming(7)] == ["q"] and tx.programming(6) == []
+        tx.delete_peering(PeeringKey("a", "na", "p"))
+        tx.delete_network(NetworkKey("x", "missing"))     # nothing, no event
+    with store.read() as tx:
+        assert tx.get_peering(PeeringKey("a", "na", "p")) is None
+        kinds = [(e.kind, e.name, e.type) for e in tx.events_after("a", None, 0, 100)]
+        assert kinds == [("network", "na", "Created"), ("peering", "p", "Created"), ("peering", "p", "Deleted")]
+
+
+def test_halves_naming_another_site_are_their_own_and_mark_that_site(store):
+    a, b = net("a", "na", 1), net("b", "nb", 2)
+    here = half(a, b, "here")
+    there = dataclasses.replace(half(a, b, "there"), remote_site="west", conflicts=("10.1.0.0/24",))
+    with store.write() as tx:
+        tx.put_network(a)
+        tx.put_network(b)
+        tx.put_peering(here)
+        assert tx.sites_changed == set()
+        tx.put_peering(there)   # same remote namespace and name, another site: allowed
+        assert tx.sites_changed == {"west"}
+    with store.read() as tx:
+        assert tx.find_peering_to(a.key, NetworkKey("b", "nb")).name == "here"
+        assert tx.find_peering_to(a.key, NetworkKey("b", "nb", "west")) == there
+        assert [p.name for p in tx.peerings_towards(NetworkKey("b", "nb", "west"))] == ["there"]
+        assert [p.name for p in tx.peerings_towards(b.key)] == ["here"]
+        assert tx.halves_to_site("west") == [there]
+        assert tx.peering_sites() == ["west"]
+        assert tx.has_peering_to_site(a.key, "west") and not tx.has_peering_to_site(b.key, "west")
+    with store.write() as tx:
+        tx.put_network(dataclasses.replace(a, description="changed", revision=2))
+        assert tx.sites_changed == {"west"}
+    with store.write() as tx:
+        tx.delete_peering(there.key)
+        assert tx.sites_changed == {"west"}
+
+
+def test_the_mirror_of_another_site_replaces_and_reads_back(store):
+    a = net("a", "na", 1)
+    theirs = dataclasses.replace(net("x", "nx", 9), site="west", subnets=("10.9.0.0/24", "10.99.0.0/16"))
+    mirrored = dataclasses.replace(half(theirs, a, "to-a"), site="west", remote_uid=a.uid, conflicts=("c",),
+                                   ready=True, reason="AwaitingRemote", ttl=timedelta(0))
+    with store.write() as tx:
+        tx.put_network(a)
+        tx.replace_mirror("west", [(theirs, 3)], [mirrored])
+    with store.read() as tx:
+        got = tx.get_network(NetworkKey("x", "nx", "west"))
+        assert (got.uid, got.subnets, got.site) == (theirs.uid, theirs.subnets, "west")
+        assert tx.get_network(NetworkKey("x", "nx", "east")) is None
+        assert tx.remote_attachment("west", theirs.uid) == 3
+        key = PeeringKey("x", "nx", "to-a", "west")
+        h = tx.get_peering(key)
+        assert (h.remote_namespace, h.remote_network, h.remote_uid, h.conflicts, h.ready, h.phase) == \
+            ("a", "na", a.uid, ("c",), True, Phase.PENDING)
+        assert tx.find_peering_to(NetworkKey("x", "nx", "west"), a.key) == h
+        assert tx.find_peering_to(NetworkKey("x", "nx", "west"), NetworkKey("a", "na", "east")) is None
+        assert tx.peerings_of(NetworkKey("x", "nx", "west")) == [h]
+        assert tx.peerings_of(NetworkKey("x", "nx", "west"), after="to-a") == []
+        assert tx.bound_peerings_of(NetworkKey("x", "nx", "west")) == []
+        networks, halves = tx.mirror_of("west")
+        assert [(n.uid, slot) for n, slot in networks] == [(theirs.uid, 3)] and halves == [h]
+        assert tx.mirrored_sites() == ["west"]
+    with store.write() as tx:
+        tx.forget_site("west")
+    with store.read() as tx:
+        assert tx.mirror_of("west") == ([], []) and tx.mirrored_sites() == []
+
+
+def test_attachments_take_the_lowest_free_slot_and_mark_the_site(store):
+    with store.write() as tx:
+        assert [tx.attach(u, "west") for u in ("u1", "u2", "u3")] == [0, 1, 2]
+        assert tx.attach("u2", "west") == 1          # idempotent
+        assert tx.attach("u1", "east") == 0
+        assert tx.sites_changed == {"west", "east"}
+    with store.write() as tx:
+        tx.release_attachment("u2", "west")
+        assert tx.sites_changed == {"west"}
+        assert tx.attach("u4", "west") == 1
+    with store.read() as tx:
+        assert tx.attachments_of("u1") == {"east": 0, "west": 0}
+        assert tx.attachment("u4", "west") == 1 and tx.attachment("u2", "west") is None
+
+
+def test_revisions_grow_and_survive_pruning(store):
+    with store.write() as tx:
+        for i in range(5):
+            tx.put_network(net("a", f"n{i}", i))
+    with store.read() as tx:
+        oldest, head = tx.revisions()
+        assert head - oldest == 4
+        assert tx.namespaces_changed(0) == (head, {"a"}) and tx.namespaces_changed(head) == (head, set())
+    with store.write() as tx:
+        assert tx.prune_events(T0 + timedelta(days=10_000), keep=2) == 3
+    with store.write() as tx:
+        assert tx.prune_events(T0 + timedelta(days=10_000), keep=0) == 2
+    with store.read() as tx:
+        assert tx.revisions() == (head + 1, head)       # none kept: the head stays where it was
+        assert tx.namespaces_changed(0) == (head, set())
+    with store.write() as tx:
+        tx.put_network(net("b", "later", 9))
+    with store.read() as tx:
+        assert tx.revisions()[1] > head and [e.revision > head for e in tx.events_after("b", None, head, 10)] == [True]
+
+
+def test_tokens_and_the_decoy(store):
+    token = Token("abc", "f" * 64, frozenset({"t"}), False, "d", T0, T0 + timedelta(days=1))
+    with store.write() as tx:
+        tx.put_token(token)
+        assert tx.get_token("abc") == token
+        assert tx.get_token("nope") is None        # read through the decoy row: same work
+        assert [t.token_id for t in tx.list_tokens()] == ["abc"] and tx.count_tokens() == 1
+        assert tx.delete_token("abc") and not tx.delete_token("abc")
+
+
+def test_identity_and_generation(store):
+    first = store.store_id
+    with store.write() as tx:
+        assert tx.generation() == 0
+        tx.set_generation(5)
+    with store.read() as tx:
+        assert tx.generation() == 5
+    assert len(first) == 32 and store.store_id == first
+
+
+def _set_version(store, version: int) -> None:
+    with store.write() as tx:
+        if hasattr(tx, "execute"):
+            tx.execute("UPDATE meta SET value=%s WHERE key='schema_version'", (str(version),))
+        else:
+            tx._db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
+
+
+def test_a_newer_schema_is_refused_in_one_line(store):
+    where = store.url if hasattr(store, "url") else store.path
+    _set_version(store, migrations.LATEST + 1)
+    with pytest.raises(errors.FailedPrecondition) as err:
+        open_store(where)
+    assert "\n" not in err.value.message and f"schema version {migrations.LATEST + 1}" in err.value.message
+    _set_version(store, migrations.LATEST)
+
+
+# ---------------------------------------------------------------- replicas (PostgreSQL)
+def test_two_processes_writes_serialize_and_revisions_follow_commit_order(pg_url):
+    one, two = open_store(pg_url), open_store(pg_url)
+    try:
+        assert one.store_id == two.store_id
+        inside = threading.Event()
+        order: list[str] = []
+
+        def slow():
+            with one.write() as tx:
+                inside.set()
+                tx.put_network(net("a", "first", 1))
+                time.sleep(0.5)          # as if waiting for OVN, holding the write lock
+                order.append("first")
+
+        t = threading.Thread(target=slow)
+        t.start()
+        inside.wait(5)
+        started = time.monotonic()
+        with two.write() as tx:        # waits for the other store's commit, then sees it
+            assert tx.get_network(NetworkKey("a", "first")) is not None
+            tx.put_network(net("a", "second", 2))
+            order.append("second")
+        waited = time.monotonic() - started
+        t.join()
+        assert order == ["first", "second"] and waited > 0.3
+        with two.read() as tx:
+            assert [e.name for e in tx.events_after("a", None, 0, 10)] == ["first", "second"]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_a_write_lock_held_too_long_answers_unavailable(pg_url):
+    one, two = open_store(pg_url), open_store(pg_url, lock_timeout=0.3)
+    try:
+        with one.write():
+            with pytest.raises(errors.Unavailable, match="write lock"):
+                with two.write() as tx:
+                    tx.put_network(net("a", "never", 1))
+        with two.read() as tx:
+            assert tx.list_networks(None) == []
+    finally:
+        one.close()
+        two.close()
+
+
+def test_another_owner_is_refused_and_nothing_changes(pg_url):
+    one, two = open_store(pg_url), open_store(pg_url)
+    try:
+        one.claim_owner("netpeer")
+        one.claim_owner("netpeer")
+        with pytest.raises(errors.FailedPrecondition) as err:
+            two.claim_owner("other")
+        assert "\n" not in err.value.message and "'other'" in err.value.message and "'netpeer'" in err.value.message
+        with two.read() as tx:
+            assert tx.meta("owner") == "netpeer"
+    finally:
+        one.close()
+        two.close()
+
+
+def test_bad_urls_are_one_line(pg_cluster):
+    with pytest.raises(errors.Unavailable) as err:
+        open_store(pg_cluster.url("netpeer").replace(str(pg_cluster.socket_dir), "/nonexistent"), connect_timeout=1)
+    assert "\n" not in err.value.message and "cannot connect" in err.value.message
+    with pytest.raises(errors.Unavailable, match="does not exist"):
+        open_store(pg_cluster.url("no_such_database"))
