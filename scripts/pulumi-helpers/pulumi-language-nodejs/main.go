@@ -502,12 +502,20 @@ func (h *host) GetProgramDependencies(ctx context.Context,
 	if len(dirs) == 0 {
 		return resp, nil
 	}
+	if len(wanted) == 0 {
+		// No dependencies of its own listed (e.g. a program on the shared node_modules): the packages that
+		// node_modules was installed for.
+		if pj, err := readPackageJSON(filepath.Join(filepath.Dir(dirs[0]), "package.json")); err == nil {
+			wanted = pj.Dependencies
+		}
+	}
 	for _, pdir := range installedPackages(dirs[0]) {
 		pj, err := readPackageJSON(filepath.Join(pdir, "package.json"))
 		if err != nil || pj.Name == "" {
 			continue
 		}
-		if _, direct := wanted[pj.Name]; !req.GetTransitiveDependencies() && wanted != nil && !direct {
+		_, direct := wanted[pj.Name]
+		if !req.GetTransitiveDependencies() && !direct && pj.Pulumi == nil {
 			continue
 		}
 		resp.Dependencies = append(resp.Dependencies, &pulumirpc.DependencyInfo{Name: pj.Name, Version: pj.Version})
