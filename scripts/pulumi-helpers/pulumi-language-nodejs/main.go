@@ -396,10 +396,11 @@ func installedPackages(nodeModules string) []string {
 	return dirs
 }
 
-// moduleDirs is the node_modules a program sees: its own (from its directory upwards), else the shared one.
+// moduleDirs is the node_modules a program sees: its own (from its directory upwards) when they hold
+// @pulumi/pulumi, else the shared one; the same choice Run makes.
 func (h *host) moduleDirs(dir string) []string {
 	var out []string
-	if abs, err := filepath.Abs(dir); err == nil {
+	if abs, err := filepath.Abs(dir); err == nil && findUp(abs, runnerPath) != "" {
 		for d := abs; ; d = filepath.Dir(d) {
 			if st, err := os.Stat(filepath.Join(d, "node_modules")); err == nil && st.IsDir() {
 				out = append(out, filepath.Join(d, "node_modules"))
