@@ -3,15 +3,19 @@
 #   - Debian packages: OVN central + host, Open vSwitch, iproute2, ...
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
-# Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI.
+#   - its YAML and Node.js language hosts and the TypeScript SDK (scripts/install-pulumi-languages.sh; cached)
+# Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI (and the languages),
+# --no-pulumi-languages only the YAML/TypeScript toolchain.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "setup: $*" >&2; }
 
 want_pulumi=1
+want_pulumi_languages=1
 for arg in "$@"; do
   case "$arg" in
     --no-pulumi) want_pulumi=0 ;;
+    --no-pulumi-languages) want_pulumi_languages=0 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -70,4 +74,9 @@ fi
 # --- Pulumi CLI --------------------------------------------------------------
 if [ "$want_pulumi" = 1 ]; then
   bash scripts/install-pulumi.sh >/dev/null
+  if [ "$want_pulumi_languages" = 1 ]; then
+    # Not fatal: the Python toolchain works without it.
+    bash scripts/install-pulumi-languages.sh >/dev/null \
+      || say "warning: the YAML/TypeScript toolchain for Pulumi failed to install (see above)"
+  fi
 fi
