@@ -85,4 +85,4 @@ class Network(Resource, module="netpeer", name="Network"):
             "description": description or "", "peerings": inline,
             "uid": None, "inline_peerings": None, "peered_networks": None,
         }
-        super().__init__(NetworkProvider(), resource_name, props, opts)
+        super().__init__(NetworkProvider(), resource_name, props, _registry.options(opts))

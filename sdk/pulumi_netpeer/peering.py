@@ -37,14 +37,20 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
     :param remote_network: the other network's name.
     :param remote_namespace: its namespace; defaults to this peering's namespace.
     :param remote_uid: pins the remote network's identity (learned on binding otherwise).
+        Changing or clearing it re-pins in place: after the other team deleted and
+        re-created its network (reason ``RemoteReplaced``), set it to the new uid.
     :param ttl: how long the peering may stay Pending or Failed before it is deleted
         (``"90s"``, ``"12h"``, ``"7d"``; default 7 days).
-    :param wait_for_bound: seconds ``pulumi up`` waits for Bound; if it is not Bound
-        in time the update fails with the phase and reason (and a newly created half
-        is withdrawn again). 0 (default) does not wait.
+    :param wait_for_bound: seconds ``pulumi up`` waits for Bound, showing the phase as
+        it goes; it stops at once on Failed. If it is not Bound in time the peering
+        stays (it binds when the other side consents) and ``pulumi up`` warns, or fails
+        with ``netpeer:errorOnNotBound`` set to true. 0 (default) does not wait.
 
-    Changing the network, name, namespace or remote replaces the peering;
-    description and ttl update in place.
+    Changing the network, name, namespace or remote replaces the peering (the old
+    half is withdrawn first); description, ttl and remote_uid update in place. A
+    Failed peering is a warning (an error with ``netpeer:errorOnNotBound``). To
+    rename the resource, keep its old name in ``aliases`` (``opts=pulumi.ResourceOptions(
+    aliases=[pulumi.Alias(name="old-name")])``) and set ``name`` to the peering's name.
     """
 
     namespace: pulumi.Output[str]
@@ -58,7 +64,7 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
     phase: pulumi.Output[str]
     """``Pending``, ``Bound`` or ``Failed``."""
     reason: pulumi.Output[str]
-    """``AwaitingRemote``, ``Bound``, ``OverlappingPrefixes`` or ``RemoteWithdrawn``."""
+    """``AwaitingRemote``, ``Bound``, ``OverlappingPrefixes``, ``RemoteWithdrawn`` or ``RemoteReplaced``."""
     message: pulumi.Output[str]
     last_phase_transition_time: pulumi.Output[str]
     expires_at: pulumi.Output[Optional[str]]
@@ -86,4 +92,4 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
             "phase": None, "reason": None, "message": None, "network_uid": None,
             "last_phase_transition_time": None, "expires_at": None, "pinned_remote_uid": None,
         }
-        super().__init__(NetworkPeeringProvider(), resource_name, props, opts)
+        super().__init__(NetworkPeeringProvider(), resource_name, props, _registry.options(opts))
