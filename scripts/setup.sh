@@ -4,6 +4,7 @@
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
 #   - its YAML and Node.js language hosts and the TypeScript SDK (scripts/install-pulumi-languages.sh; cached)
+#   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh)
 # Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI (and the languages),
 # --no-pulumi-languages only the YAML/TypeScript toolchain.
 set -euo pipefail
@@ -74,6 +75,8 @@ fi
 # --- Pulumi CLI --------------------------------------------------------------
 if [ "$want_pulumi" = 1 ]; then
   bash scripts/install-pulumi.sh >/dev/null
+  # The provider plugin for YAML, TypeScript, ... programs: `pulumi plugin ls` lists it.
+  bash scripts/install-pulumi-plugin.sh >/dev/null
   if [ "$want_pulumi_languages" = 1 ]; then
     # Not fatal: the Python toolchain works without it.
     bash scripts/install-pulumi-languages.sh >/dev/null \

@@ -15,8 +15,9 @@
 //
 // Runtime options read from Pulumi.yaml: typescript (bool), nodeargs (string), tsconfig (string).
 // GeneratePackage runs Pulumi's TypeScript code generator (pkg/v3/codegen/nodejs), so
-// `pulumi package gen-sdk --language nodejs` works. Not implemented: plugins and policy packs written in
-// Node.js (RunPlugin), GenerateProgram/GenerateProject, Pack, Link.
+// `pulumi package gen-sdk --language nodejs` works, and GenerateProgram its program generator (the code
+// `pulumi import` prints). Not implemented: plugins and policy packs written in Node.js (RunPlugin),
+// GenerateProject, Pack, Link.
 package main
 
 import (
@@ -34,7 +35,9 @@ import (
 	"strings"
 	"sync"
 
+	hclsyntax "github.com/pulumi/pulumi/pkg/v3/codegen/hcl2/syntax"
 	"github.com/pulumi/pulumi/pkg/v3/codegen/nodejs"
+	"github.com/pulumi/pulumi/pkg/v3/codegen/pcl"
 	"github.com/pulumi/pulumi/pkg/v3/codegen/schema"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/plugin"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/cmdutil"
@@ -631,4 +634,48 @@ func (h *host) GeneratePackage(ctx context.Context,
 		}
 	}
 	return &pulumirpc.GeneratePackageResponse{Diagnostics: rpcDiags}, nil
+}
+
+// GenerateProgram turns a PCL program into TypeScript with Pulumi's own program generator
+// (pkg/v3/codegen/nodejs): what `pulumi import` prints or writes.
+func (h *host) GenerateProgram(ctx context.Context,
+	req *pulumirpc.GenerateProgramRequest,
+) (*pulumirpc.GenerateProgramResponse, error) {
+	loader, err := schema.NewLoaderClient(req.GetLoaderTarget())
+	if err != nil {
+		return nil, err
+	}
+	defer loader.Close()
+
+	parser := hclsyntax.NewParser()
+	for path, contents := range req.GetSource() {
+		if err := parser.ParseFile(strings.NewReader(contents), path); err != nil {
+			return nil, err
+		}
+		if parser.Diagnostics.HasErrors() {
+			return &pulumirpc.GenerateProgramResponse{
+				Diagnostics: plugin.HclDiagnosticsToRPCDiagnostics(parser.Diagnostics),
+			}, nil
+		}
+	}
+	options := []pcl.BindOption{pcl.PreferOutputVersionedInvokes}
+	if !req.GetStrict() {
+		options = append(options, pcl.NonStrictBindOptions()...)
+	}
+	program, diags, err := pcl.BindProgramWithContext(ctx, parser.Files, schema.NewCachedLoader(loader), options...)
+	if err != nil {
+		return nil, err
+	}
+	if diags.HasErrors() || program == nil {
+		return &pulumirpc.GenerateProgramResponse{Diagnostics: plugin.HclDiagnosticsToRPCDiagnostics(diags)}, nil
+	}
+	files, genDiags, err := nodejs.GenerateProgram(program)
+	if err != nil {
+		return nil, err
+	}
+	diags = append(diags, genDiags...)
+	return &pulumirpc.GenerateProgramResponse{
+		Source:      files,
+		Diagnostics: plugin.HclDiagnosticsToRPCDiagnostics(diags),
+	}, nil
 }
