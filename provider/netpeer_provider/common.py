@@ -171,15 +171,17 @@ class CoreProvider(ResourceProvider):
         return created.outputs
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """A refresh (old outputs in ``props``), or an import (nothing but the id):
-        an import of an id that does not exist fails, naming it."""
+        """A refresh (old outputs in ``props``): the outputs only, so that the
+        engine keeps the program's inputs as they were (inputs read back from
+        the service would differ from them in form, and the next update would
+        rewrite every resource's state). An import (nothing but the id): the
+        inputs that declare the resource as it is; an id that does not exist
+        fails, naming it."""
         with pulumi_errors():
             if any(not k.startswith("__") for k in props):
                 found = self.ops.read(session(), id_, props)
-            else:
-                found = self.ops.import_(session(), id_)
-        if found is None:
-            return ReadResult(None, {})  # gone: Pulumi drops it from the state (ReadResult(None) crashes)
+                return ReadResult(found.id, found.outputs) if found else ReadResult(None, {})
+            found = self.ops.import_(session(), id_)
         return ReadResult(found.id, found.outputs, found.inputs)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:

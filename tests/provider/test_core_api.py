@@ -237,3 +237,22 @@ def test_the_shared_client_survives_a_restart(server, api):
     # The dropped client was closed although `client` still refers to it: left open, its broken
     # connection (gRPC shares them between channels) would fail the new channel's calls too.
     assert network.read(a, net.id, net.outputs) is not None
+
+
+def test_deleting_a_network_waits_a_little_for_its_peerings_to_go(api):
+    """A destroy may delete a peering the engine knows no dependency of (an
+    imported one) together with its network: the network's delete waits."""
+    a = api.session("team-a")
+    net = network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
+    c = a.client()
+    c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    t = FakeTime(lambda now: c.delete_peering("team-a", "net-a", "to-b") if now == 0.5 else None)
+    network.delete(a, net.id, net.outputs, sleep=t.sleep, clock=t.clock)
+    assert c.list_networks("team-a") == [] and t.now == 0.5
+    net = network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
+    c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    t = FakeTime()
+    with pytest.raises(core.ServiceError, match=r"^deleting network namespaces/team-a/networks/net-a: network "
+                                                r"team-a/net-a is in use by 1 peering\(s\): to-b"):
+        network.delete(a, net.id, net.outputs, in_use_wait=3, sleep=t.sleep, clock=t.clock)
+    assert t.now == 3.0

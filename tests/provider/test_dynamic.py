@@ -74,7 +74,9 @@ def test_lifecycle_through_the_dynamic_server(dynamic, netpeerd):
     b.create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
     _, refreshed, inputs = dynamic.read(PP, pid, p)
     assert refreshed["phase"] == "Bound" and refreshed["remote_uid"]
-    assert inputs["remote_network"] == "net-b"
+    assert inputs == {}   # a refresh leaves the engine the program's inputs as they were
+    _, imported, inputs = dynamic.read(PP, pid, {})    # an import: the inputs that declare it
+    assert inputs["remote_network"] == "net-b" and imported["phase"] == "Bound"
 
     # description updates in place; a remote change replaces (delete first).
     d = dynamic.diff(PP, pid, refreshed, {**props, "description": "hello"})

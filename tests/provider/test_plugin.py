@@ -68,8 +68,9 @@ class Plugin:
         return self.call("Diff", provider_pb2.DiffRequest(urn=urn, id=id_, olds=self.struct(olds),
                                                           news=self.struct(news)))
 
-    def read(self, urn, id_, props=None):
-        r = self.call("Read", provider_pb2.ReadRequest(urn=urn, id=id_, properties=self.struct(props or {})))
+    def read(self, urn, id_, props=None, inputs=None):
+        r = self.call("Read", provider_pb2.ReadRequest(urn=urn, id=id_, properties=self.struct(props or {}),
+                                                       inputs=self.struct(inputs or {})))
         return r.id, self.dict(r.properties), self.dict(r.inputs)
 
     def update(self, urn, id_, olds, news, preview=False):
@@ -153,8 +154,9 @@ def test_schema_and_lifecycle_through_the_plugin(plugin, netpeerd):
     assert str(info.value).startswith("replacing network team-a/net-a: ")
 
     b.create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
-    rid, refreshed, rin = plugin.read(PEER, pid, p)
-    assert (rid, refreshed["phase"], rin["remoteNetwork"]) == (pid, "Bound", "net-b")
+    rid, refreshed, rin = plugin.read(PEER, pid, p, inputs=props)
+    assert (rid, refreshed["phase"]) == (pid, "Bound")
+    assert rin == props   # a refresh keeps the program's inputs as they were
     updated = plugin.update(PEER, pid, refreshed, {**props, "description": "hello"})
     assert updated["description"] == "hello" and updated["phase"] == "Bound"
 

@@ -8,7 +8,8 @@ peering of the network (``peerings``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import time
+from typing import Any, Callable, Mapping
 
 from netpeer import errors as service_errors
 from netpeer.core import validate
@@ -26,6 +27,7 @@ INLINE_KEYS = tuple(f.name for f in schema.INLINE_PEERING.fields)
 # Changing any of these makes an inline peering another one: withdraw, then declare
 # (a changed remote_uid re-pins the same peering in place).
 _INLINE_IDENTITY = ("remote_network", "remote_namespace")
+IN_USE_WAIT = 15.0  # seconds a delete waits for the network's peerings to be deleted by someone else
 
 
 def inline(peerings: Any) -> list[dict[str, Any]]:
@@ -48,6 +50,13 @@ def outputs(inputs: Mapping[str, Any], n: Mapping[str, Any], peerings: list[dict
                       "expires_at": by_name.get(s["name"], {}).get("expires_at")} for s in n["peerings"]],
         "peered_networks": n["peered_networks"],
     }
+
+
+def view(c, ns: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The network and its peerings (``Client`` forms); the peerings are
+    listed only when it has some."""
+    n = c.get_network(ns, name)
+    return n, (c.list_peerings(ns, name) if n["peering_count"] or n["peerings"] else [])
 
 
 def check(news: Mapping[str, Any]) -> tuple[dict[str, Any], list[Failure]]:
@@ -155,15 +164,17 @@ def create(session: Session, props: Mapping[str, Any]) -> Created:
     that are Failed end it like a peering's create (warnings or ``NotBound``)."""
     def run(c):
         ns = props.get("namespace") or default_namespace(c)
-        c.create_network(ns, props["name"], props.get("subnets") or [], props.get("routes") or [],
-                         props.get("description") or "")
+        n = c.create_network(ns, props["name"], props.get("subnets") or [], props.get("routes") or [],
+                             props.get("description") or "")
+        if not inline(props.get("peerings")):
+            return n, []  # a new network has no peerings yet: its answer is the whole story
         try:
             sync_inline(session, c, ns, props["name"], [], inline(props.get("peerings")))
         except Exception:
             sync_inline(session, c, ns, props["name"], inline(props.get("peerings")), [])
             c.delete_network(ns, props["name"])
             raise
-        return c.get_network(ns, props["name"]), c.list_peerings(ns, props["name"])
+        return view(c, ns, props["name"])
     n, peerings = session.call(f"creating network {props.get('name')}", run)
     id_, outs = str(NetworkId(n["namespace"], n["name"])), outputs(props, n, peerings)
     return Created(id_, outs, _settle(session, id_, outs, props, peerings))
@@ -233,8 +244,7 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
     inline ones are those it declared."""
     nid = NetworkId.parse(id_)
     try:
-        n, peerings = session.call(f"reading network {id_}", lambda c: (
-            c.get_network(nid.namespace, nid.name), c.list_peerings(nid.namespace, nid.name)))
+        n, peerings = session.call(f"reading network {id_}", lambda c: view(c, nid.namespace, nid.name))
     except ServiceError as exc:
         if isinstance(exc.cause, service_errors.NotFound):
             return None
@@ -269,7 +279,7 @@ def update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[st
                          routes=news.get("routes") or [], description=news.get("description") or "")
         sync_inline(session, c, nid.namespace, nid.name, olds.get("inline_peerings") or [],
                     inline(news.get("peerings")))
-        return c.get_network(nid.namespace, nid.name), c.list_peerings(nid.namespace, nid.name)
+        return view(c, nid.namespace, nid.name)
     n, peerings = session.call(f"updating network {nid.name}", run)
     outs = outputs(news, n, peerings)
     return Updated(outs, _settle(session, id_, outs, news, peerings))
@@ -293,8 +303,12 @@ def preview_update(session: Session, id_: str, olds: Mapping[str, Any], news: Ma
     return Updated(out)
 
 
-def delete(session: Session, id_: str, props: Mapping[str, Any]) -> None:
-    """Withdraws the inline peerings, then deletes the network; already gone is fine."""
+def delete(session: Session, id_: str, props: Mapping[str, Any], *, in_use_wait: float = IN_USE_WAIT,
+           sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    """Withdraws the inline peerings, then deletes the network; already gone
+    is fine. A network still used by peerings is tried again for up to
+    ``in_use_wait`` seconds: an engine deleting a whole stack may delete a
+    peering it knows no dependency of (an imported one) at the same time."""
     nid = NetworkId.parse(id_)
 
     def run(c):
@@ -303,7 +317,15 @@ def delete(session: Session, id_: str, props: Mapping[str, Any]) -> None:
                 c.delete_peering(nid.namespace, nid.name, p["name"])
             except service_errors.NotFound:
                 pass
-        c.delete_network(nid.namespace, nid.name)
+        deadline = clock() + in_use_wait
+        while True:
+            try:
+                return c.delete_network(nid.namespace, nid.name)
+            except service_errors.FailedPrecondition as exc:
+                if "in use by" not in exc.message or clock() >= deadline:
+                    raise
+                session.report(f"network {nid.namespace}/{nid.name}: waiting for its peerings to go ({exc.message})")
+                sleep(0.5)
     try:
         session.call(f"deleting network {id_}", run)
     except ServiceError as exc:

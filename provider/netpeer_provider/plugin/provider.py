@@ -137,13 +137,15 @@ class NetpeerProvider(p.Provider):
         _, ops = resource_of(request.urn)
         s = self.session(request.urn)
         props = values.props_to_core(request.properties)
-        if props:
-            found = await self._run(lambda: ops.read(s, request.resource_id, props))
-        else:  # `pulumi import`: nothing but the id
+        if not props:  # `pulumi import`: nothing but the id; the inputs that declare it as it is
             found = await self._run(lambda: ops.import_(s, request.resource_id))
+            return p.ReadResponse(found.id, values.props_to_pulumi(found.outputs),
+                                  values.props_to_pulumi(found.inputs))
+        found = await self._run(lambda: ops.read(s, request.resource_id, props))
         if found is None:
-            return p.ReadResponse(resource_id="")
-        return p.ReadResponse(found.id, values.props_to_pulumi(found.outputs), values.props_to_pulumi(found.inputs))
+            return p.ReadResponse(resource_id="")  # gone: the engine drops it
+        # A refresh keeps the program's inputs as they were (see common.CoreProvider.read).
+        return p.ReadResponse(found.id, values.props_to_pulumi(found.outputs), request.inputs)
 
     async def update(self, request: p.UpdateRequest) -> p.UpdateResponse:
         _, ops = resource_of(request.urn)
