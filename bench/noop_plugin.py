@@ -40,13 +40,10 @@ SCHEMA = {
 }
 
 
-def _shaped(props) -> dict[str, PropertyValue]:
+def _shaped(props, refreshed: bool = False) -> dict[str, PropertyValue]:
     """The outputs netpeer's plugin gives for these inputs (names and sizes: ``pulumi_noop.shaped``)."""
-    plain = {values.snake_case(k): values.to_core(v) for k, v in props.items()}
-    if "subnets" not in plain:
-        plain.setdefault("wait_for_bound", 0)
-        plain.setdefault("description", "")
-    return values.props_to_pulumi(shaped(plain))
+    return values.props_to_pulumi(shaped({values.snake_case(k): values.to_core(v) for k, v in props.items()},
+                                         refreshed))
 
 
 class Noop(p.Provider):
@@ -68,7 +65,7 @@ class Noop(p.Provider):
         return p.CreateResponse(str(uuid.uuid4()), _shaped(request.properties))
 
     async def read(self, request: p.ReadRequest) -> p.ReadResponse:
-        return p.ReadResponse(request.resource_id, request.properties, request.inputs)
+        return p.ReadResponse(request.resource_id, _shaped(request.properties, refreshed=True), request.inputs)
 
     async def update(self, request: p.UpdateRequest) -> p.UpdateResponse:
         return p.UpdateResponse(_shaped(request.news))

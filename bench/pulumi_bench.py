@@ -45,7 +45,7 @@ from netpeer.api.client import Client
 PASSPHRASE = "netpeer-bench"
 OPS = ("up", "refresh", "up (no changes)", "destroy")
 # face -> (netpeer kind, do-nothing kind, concurrency of the provider's calls)
-FACES = {"dynamic": ("netpeer", "noop", 4),      # the dynamic-provider server runs 4 calls at once
+FACES = {"dynamic": ("netpeer", "noop", 8),      # netpeer's dynamic-provider host serves 8 calls at once
          "plugin": ("plugin", "noop-plugin", 8)}  # the engine runs 8 steps at once on 2 cores (4 x CPUs)
 
 

@@ -16,7 +16,9 @@ dynamic provider of the program, and adds, for netpeer's two resource types
 - errors as one line with a code that tells the engine nothing was changed
   (no "Exception calling application:"), and a peering kept although not
   Bound (``error_on_not_bound``) as a partial failure that records it;
-- ``GetSchema`` (asked by ``pulumi import``) answers an empty package.
+- ``GetSchema`` (asked by ``pulumi import``) answers a schema of netpeer's
+  dynamic resources, so that import writes code on ``pulumi_netpeer``;
+- as many calls at once as the engine makes (the stock server serves 4).
 
 netpeer's Pulumi toolchain (scripts/install-pulumi.sh) starts dynamic
 providers through this module when netpeer is installed in the program's
@@ -27,9 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import runpy
 import sys
+from concurrent import futures
 from typing import Any, Callable
+
+import grpc
 
 from pulumi.dynamic.dynamic import PROVIDER_KEY, serialize_provider
 from pulumi.runtime import rpc
@@ -167,9 +173,21 @@ def extend(servicer) -> None:
         setattr(servicer, name, _guard(getattr(servicer, name)))
 
 
+def workers() -> int:
+    """Calls served at once: as many as the engine runs (4 per CPU by default;
+    the stock server's 4 made the engine's other steps wait for service calls)."""
+    return max(8, 4 * (os.cpu_count() or 1))
+
+
 def _install() -> None:
     common.ENGINE = Engine(engine_address(sys.argv[1:]))
     register = provider_pb2_grpc.add_ResourceProviderServicer_to_server
+    stock_server = grpc.server
+
+    def server(_executor=None, *args, **kwargs):
+        return stock_server(futures.ThreadPoolExecutor(max_workers=workers()), *args, **kwargs)
+
+    grpc.server = server
 
     def add(servicer, server):
         extend(servicer)
