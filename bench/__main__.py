@@ -20,7 +20,7 @@ from pathlib import Path
 from bench import report
 from bench.deploy import ROOT, load_average
 
-SECTIONS = ("scale", "bulk", "pulumi", "shapes")
+SECTIONS = ("scale", "bulk", "pulumi", "tofu", "shapes")
 
 FULL = {
     "sizes": [100, 1000, 10000],
@@ -30,6 +30,7 @@ FULL = {
     "cli_reps": {100: 0, 1000: 5, 10000: 0},
     "bulk": {"networks": 500, "pairs": 1000, "concurrency": 32},
     "pulumi": {"counts": [50, 200], "reps": 5},   # medians of 5, interleaved: the machine is shared
+    "tofu": {"counts": [50, 200], "reps": 1, "startup_samples": 10},
     "shapes": {"sizes": [1000], "samples": 6, "lflow_pairs": 10},
 }
 QUICK = {
@@ -40,6 +41,7 @@ QUICK = {
     "cli_reps": {30: 1, 60: 0},
     "bulk": {"networks": 20, "pairs": 30, "concurrency": 8},
     "pulumi": {"counts": [4], "reps": 1},
+    "tofu": {"counts": [4], "reps": 1, "startup_samples": 2},
     "shapes": {"sizes": [30], "samples": 1, "lflow_pairs": 2},
 }
 
@@ -128,6 +130,11 @@ def main(argv=None) -> int:
             from bench import pulumi_bench
             scale.log("pulumi")
             data["pulumi"] = pulumi_bench.run(**preset["pulumi"])
+            save()
+        if "tofu" in sections:
+            from bench import tofu_bench
+            scale.log("tofu against pulumi")
+            data["tofu"] = tofu_bench.run(**preset["tofu"])
             save()
         if "shapes" in sections:
             from bench import shapes

@@ -256,6 +256,13 @@ def _md_pulumi(data: dict, s: dict) -> list[str]:
     return lines
 
 
+def _md_tofu(data: dict, s: dict) -> list[str]:
+    if "tofu" not in data:
+        return []
+    from bench import tofu_bench
+    return ["", *tofu_bench.markdown(data["tofu"])]
+
+
 def _md_shapes(data: dict, s: dict) -> list[str]:
     if not s.get("shapes"):
         return []
@@ -286,7 +293,8 @@ def _md_cli(data: dict, s: dict) -> list[str]:
 
 
 #: The sections of results.md after the targets, in order.
-SECTIONS = [_md_bind, _md_traffic, _md_northd, _md_memory, _md_bulk, _md_pulumi, _md_shapes, _md_cli]
+SECTIONS = [_md_bind, _md_traffic, _md_northd, _md_memory, _md_bulk, _md_pulumi, _md_tofu, _md_shapes,
+            _md_cli]
 
 
 # ------------------------------------------------------------------ plots

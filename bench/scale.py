@@ -5,15 +5,13 @@ per peering, netpeerd's memory, and the CLI's per-command latency."""
 from __future__ import annotations
 
 import os
-import select
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
 
+from netpeer_dev.netns import Pinger
 from bench.deploy import ROOT, ADMIN_TOKEN, Deployment, Topology, load_average, peering_name
 
 
@@ -78,39 +76,6 @@ def bind_latency(d: Deployment, topo: Topology, pairs: list[tuple[int, int]], sa
 
 
 # ------------------------------------------------------------------ time to traffic
-
-class Pinger:
-    """``ping -D -i 0.01`` from inside a namespace; tells when the first reply came."""
-
-    def __init__(self, netns: str, address: str):
-        ping = shutil.which("ping") or "/usr/bin/ping"
-        self.proc = subprocess.Popen(["ip", "netns", "exec", netns, ping, "-D", "-n", "-i", "0.01", "-W", "1",
-                                      address], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
-    def first_reply(self, timeout: float) -> float | None:
-        """Wall-clock time (time.time()) of the first echo reply."""
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            line = fd.readline()
-            if not line:
-                break
-            if "bytes from" in line and line.startswith("["):
-                return float(line[1:line.index("]")])
-        return None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
 
 def reachable(netns: str, address: str, timeout: float = 0.3) -> bool:
     from netpeer_dev import netns as nsx

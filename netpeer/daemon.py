@@ -15,6 +15,8 @@ import threading
 
 from netpeer.config import Config
 from netpeer.errors import InvalidArgument
+from netpeer.observe import logs
+from netpeer.observe.metrics import NONE
 from netpeer.service.epoch import EpochMismatch, Mode
 
 EXIT_REFUSED = 2
@@ -40,10 +42,21 @@ class Daemon:
         self.mode = mode
         self.exit_code = 0
         self.store = SqliteStore(config.store)
-        self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds())
+        self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
+                                  site=_site_context(config))
         self.service = (service_factory or Service)(self.store, self.backend, owner=config.owner)
+        self.site_server = self.site_transport = None
+        if config.site:
+            self._link_sites(config)
         self.service.quotas = config.quotas
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
+        self.metrics, self.metrics_server = NONE, None
+        if config.metrics_listen:
+            from netpeer.observe.metrics import Metrics
+            self.metrics = Metrics()
+            self.service.writes.metrics = self.service.reconciler.metrics = self.metrics
+            self.service.programmer.metrics = self.metrics
+            self.backend.on_transaction = self.metrics.ovn_transaction
         if config.admin_token_file is not None:
             self.service.bootstrap_admin(config.admin_token_file.read_text().strip())
         self.server = Server(
@@ -51,8 +64,12 @@ class Daemon:
             tls_cert=config.tls_cert.read_bytes() if config.tls_cert else None,
             tls_key=config.tls_key.read_bytes() if config.tls_key else None,
             client_ca=config.tls_client_ca.read_bytes() if config.tls_client_ca else None,
-            limits=Limits(read_workers=workers, write_workers=workers))
+            limits=Limits(read_workers=workers, write_workers=workers), metrics=self.metrics)
         self.port = self.server.port
+        if config.metrics_listen:
+            self.metrics.state(lambda: {"peerings": self.service.phase_counts(),
+                                        "ovn_connected": self.backend.connected,
+                                        "watchers": self.server.notifier.watchers, "ready": self.server.ready})
         self.stopping = threading.Event()
         self._settled = False
         self.service.writes.hold("netpeerd is starting: it checks that its store and OVN belong together "
@@ -60,6 +77,26 @@ class Daemon:
         self._sweeper = threading.Thread(target=self.service.reconciler.run, name="sweeper", daemon=True,
                                          args=(self.stopping, config.sweep_interval.total_seconds()),
                                          kwargs={"before_first": self._settle_in_background})
+        self._programmer = threading.Thread(target=self.service.programmer.run, name="programmer", daemon=True,
+                                            args=(self.stopping,))
+
+    def _link_sites(self, config: Config) -> None:
+        """This site's links to the others: the SiteService listener and the
+        exchanges (``netpeer.service.sites``)."""
+        from netpeer.api.sites import SiteServer, SiteTransport
+        from netpeer.ovn import ic_rows
+        secrets = {link.name: _read_secret(f"sites.{link.name}.secret_file", link.secret_file)
+                   for link in config.sites}
+        cert = config.site_cert.read_bytes() if config.site_cert else None
+        key = config.site_key.read_bytes() if config.site_key else None
+        ca = config.site_ca.read_bytes() if config.site_ca else None
+        self.site_transport = SiteTransport(
+            config.site, {link.name: link.endpoint for link in config.sites}, secrets, cert=cert, key=key,
+            ca={link.name: link.ca_cert.read_bytes() if link.ca_cert else ca for link in config.sites})
+        links = self.service.link_sites(config.site, {link.name: ic_rows.capacity(link.transit_ipv4)
+                                                      for link in config.sites},
+                                        self.site_transport, interval=config.sweep_interval.total_seconds())
+        self.site_server = SiteServer(links, config.site_listen, secrets, cert=cert, key=key, ca=ca)
 
     def _settle(self) -> None:
         """The start-up check (raises EpochMismatch); then writes may go."""
@@ -96,26 +133,65 @@ class Daemon:
         else:
             LOG.warning("OVN NB %s does not answer yet: serving reads; writes wait for it", self.config.ovn_nb)
         self.server.start()
+        if self.config.metrics_listen:
+            self.metrics_server = self.metrics.serve(self.config.metrics_listen)
+            LOG.info("metrics on http://%s/metrics", self.config.metrics_listen)
         LOG.info("netpeerd listening on %s%s (OVN NB %s, store %s)", self.config.listen,
                  f" port {self.port}" if self.port and not self.config.listen.startswith("unix:") else "",
                  self.config.ovn_nb, self.config.store)
         self._sweeper.start()
+        self._programmer.start()
+        if self.site_server is not None:
+            self.site_server.start()
+            self.service.sites.start(self.stopping)
+            LOG.info("site %s: other sites reach it on %s; linked to %s", self.config.site, self.config.site_listen,
+                     ", ".join(link.name for link in self.config.sites))
         return self
 
     def stop(self, grace: float = 2.0) -> None:
         self.stopping.set()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+        if self.site_server is not None:
+            self.site_server.stop(grace=min(grace, 1.0))
+            self.service.sites.poke(self.service.sites.capacity)
+            self.service.sites.join()
+            self.site_transport.close()
         self.server.stop(grace=grace)
-        if self._sweeper.is_alive():
-            self._sweeper.join(timeout=5)
+        for thread in (self._sweeper, self._programmer):
+            if thread.is_alive():
+                thread.join(timeout=5)
         self.backend.close()
         self.store.close()
         LOG.info("netpeerd stopped")
 
 
+def _site_context(config: Config):
+    if not config.site:
+        return None
+    from netpeer.ovn.ic_rows import SiteContext
+    return SiteContext(config.site, config.gateway_group, {link.name: link.transit_ipv4 for link in config.sites})
+
+
+def _read_secret(field: str, path) -> str:
+    """A link's shared secret: a private file with one line."""
+    import os
+    try:
+        mode = os.stat(path).st_mode
+        secret = path.read_text().strip()
+    except OSError as exc:
+        raise InvalidArgument.for_field(field, str(path), f"cannot be read ({exc.strerror})") from None
+    if mode & 0o077:
+        raise InvalidArgument.for_field(field, str(path), f"is readable by others (mode {mode & 0o777:o}): "
+                                        "chmod 600 it")
+    if len(secret) < 16:
+        raise InvalidArgument.for_field(field, str(path), "holds no secret of at least 16 characters")
+    return secret
+
+
 def serve(config: Config, mode: Mode = Mode.CHECK) -> int:
     """Runs netpeerd until SIGTERM/SIGINT. Returns an exit code."""
-    logging.basicConfig(level=config.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(config.log_level, config.log_format)
     daemon = Daemon(config, mode=mode)
 
     def on_signal(signum, frame):

@@ -12,6 +12,9 @@ from __future__ import annotations
 class NetpeerError(Exception):
     """Base class. ``field`` and ``value`` name the input at fault, if any."""
 
+    #: The id of the call that failed, when it reached netpeerd (its log has it).
+    request_id: str = ""
+
     def __init__(self, message: str, *, field: str | None = None, value: object = None):
         super().__init__(message)
         self.message = message
@@ -41,6 +44,10 @@ class AlreadyExists(NetpeerError):
 
 class FailedPrecondition(NetpeerError):
     """The request is valid but the current state refuses it (in use, overlap)."""
+
+
+class OutOfRange(NetpeerError):
+    """A position (a Watch revision) is no longer or not yet available."""
 
 
 class Aborted(NetpeerError):

@@ -19,16 +19,34 @@ from typing import Iterator
 import pytest
 
 from netpeer_dev.daemons import OvnDaemons
+from tests import secrets_in_logs
 from tests.support import ROOT, Instances, Netpeerd, Stack, require_ovn, short_tmpdir, start_netpeerd
 
 
+@pytest.fixture(scope="session", autouse=True)
+def credential_watch() -> Iterator[secrets_in_logs.Watch]:
+    """Every token the suite mints is remembered, and every log line of every
+    netpeerd is searched for it (and for anything shaped like a token)."""
+    watch = secrets_in_logs.Watch()
+    watch.install()
+    try:
+        yield watch
+    finally:
+        watch.uninstall()
+
+
 @pytest.fixture
-def state_dir() -> Iterator[Path]:
-    """A fresh, short state directory (``/tmp/np-XXXXXXXX``), removed afterwards."""
+def state_dir(credential_watch) -> Iterator[Path]:
+    """A fresh, short state directory (``/tmp/np-XXXXXXXX``), removed
+    afterwards, once its logs were searched for credentials."""
     d = short_tmpdir()
+    mark = credential_watch.mark()
     yield d
+    leaks = credential_watch.leaks(d, since=mark)
     if os.environ.get("NETPEER_KEEP_STATE") != "1":
         shutil.rmtree(d, ignore_errors=True)
+    if leaks:
+        pytest.fail(f"a credential was logged: {leaks[:3]}")
 
 
 @pytest.fixture

@@ -110,6 +110,19 @@ class Netpeerd:
     def owned_rows(self) -> dict[str, list[dict]]:
         return self.backend.owned_rows()
 
+    def settle(self, timeout: float = 30.0) -> None:
+        """Waits until every dataplane change was acknowledged (no peering is
+        Programming): after it, nothing writes in the background until the
+        next call (tests that compare store dumps or trace statements)."""
+        import time
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.store.read() as tx:
+                if not tx.programming(2 ** 62, limit=1):
+                    return
+            assert time.monotonic() < deadline, "netpeerd's dataplane changes were never acknowledged"
+            time.sleep(0.02)
+
     def stop(self) -> None:
         self.daemon.stop(grace=1)
 
@@ -124,6 +137,11 @@ def start_netpeerd(ovn: OvnDaemons, directory: Path, *, service_factory=None, wo
     daemon.start()
     netpeerd = Netpeerd(ovn, daemon, config.listen, directory / "netpeer.sock")
     wait_first_sweep(netpeerd)  # so it never races what the test does first
+    import time
+    deadline = time.monotonic() + 30
+    while not daemon.server.ready:   # and health says SERVING (it re-checks every half second)
+        assert time.monotonic() < deadline, "netpeerd never became ready"
+        time.sleep(0.02)
     return netpeerd
 
 

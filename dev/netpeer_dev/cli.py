@@ -49,6 +49,7 @@ def run(ctx, args) -> int:
         stack.up(args.chassis, args.sweep_interval, say, serve_args)
         print(f"export NETPEER_ENDPOINT={stack.endpoint}")
         print(f"export NETPEER_TOKEN={stack.admin_token()}")
+        print(f"export NETPEER_METRICS_URL={stack.metrics_url}")
         say(f"ready. OVN NB: ovn-nbctl --db={stack.ovn.nb_remote} show")
         say('load the settings with: eval "$(netpeer dev up)"')
         return 0

@@ -279,20 +279,22 @@ class Demo:
         bound_at: list[float] = []
         stop = threading.Event()
 
-        def watch() -> None:   # the moment A's peering turns Bound = the second consent
+        watching = threading.Event()
+
+        def watch() -> None:   # the moment A's peering turns Bound = the second consent, from Watch
             with Client(self.stack.endpoint, a.token, timeout=5) as c:
-                while not stop.is_set():
-                    try:
-                        if c.get_peering(a.namespace, a.network, a.peering)["phase"] == "Bound":
-                            bound_at.append(time.monotonic())
-                            return
-                    except Exception:
-                        pass
-                    stop.wait(0.02)
+                for event in c.watch(a.namespace, a.network):
+                    watching.set()   # the first event is the bookmark: watching from here on
+                    if stop.is_set():
+                        return
+                    if event.get("name") == a.peering and event.get("phase") == "Bound":
+                        bound_at.append(time.monotonic())
+                        return
 
         watcher = threading.Thread(target=watch, daemon=True)
         if not rerun:
             watcher.start()
+            watching.wait(10)
         try:
             out_b = self.apply(b)
             b_done = time.monotonic()

@@ -38,7 +38,9 @@ import hashlib
 import ipaddress
 import os
 import re
+import select
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -441,3 +443,36 @@ def echo_requests_received(netns: str, version: int = 4) -> int:
         if len(parts) == 2 and parts[0] == "Icmp6InEchos":
             return int(parts[1])
     raise NetnsError(f"no Icmp6InEchos counter in /proc/net/snmp6 of {netns}")
+
+
+class Pinger:
+    """``ping -D -i 0.01`` from inside a namespace; tells when the first reply came."""
+
+    def __init__(self, netns: str, address: str):
+        ping = shutil.which("ping") or "/usr/bin/ping"
+        self.proc = subprocess.Popen([_ip_binary(), "netns", "exec", netns, ping, "-D", "-n", "-i", "0.01", "-W", "1",
+                                      address], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def first_reply(self, timeout: float) -> float | None:
+        """Wall-clock time (time.time()) of the first echo reply."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            line = fd.readline()
+            if not line:
+                break
+            if "bytes from" in line and line.startswith("["):
+                return float(line[1:line.index("]")])
+        return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from pathlib import Path
 
 from netpeer import errors
@@ -60,10 +61,30 @@ class DevStack:
     def wants_chassis(self) -> bool:
         return self.chassis_marker.exists()
 
+    @property
+    def metrics_port_file(self) -> Path:
+        return self.dir / "metrics.port"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port()}/metrics"
+
+    def metrics_port(self) -> int:
+        """A loopback port for netpeerd's metrics, chosen once per state dir."""
+        try:
+            return int(self.metrics_port_file.read_text())
+        except (FileNotFoundError, ValueError):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            self.metrics_port_file.write_text(f"{port}\n")
+            return port
+
     def config(self, sweep_interval: str = "5s") -> Config:
         return Config(listen=self.endpoint, store=self.dir / "netpeer.db", ovn_nb=self.ovn.nb_remote,
                       admin_token_file=self.token_file, sweep_interval=validate.ttl("--sweep-interval",
-                                                                                    sweep_interval))
+                                                                                    sweep_interval),
+                      metrics_listen=f"127.0.0.1:{self.metrics_port()}" if self.dir.exists() else None)
 
     def netpeerd(self, sweep_interval: str = "5s") -> NetpeerdProcess:
         token = self.admin_token() if self.token_file.exists() else ""

@@ -5,8 +5,10 @@ failures raise ``netpeer.errors`` classes carrying the server's one line."""
 from __future__ import annotations
 
 import os
+import secrets
+import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, Iterator
 
 import grpc
 from google.protobuf import field_mask_pb2
@@ -21,6 +23,36 @@ from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 PHASE_NAMES = {pb.PENDING: "Pending", pb.BOUND: "Bound", pb.FAILED: "Failed", pb.PHASE_UNSPECIFIED: ""}
 
 
+DATAPLANE_NAMES = {pb.PROGRAMMED: "Programmed", pb.PROGRAMMING: "Programming", pb.DATAPLANE_UNSPECIFIED: ""}
+EVENT_TYPES = {pb.WatchEvent.BOOKMARK: "Bookmark", pb.WatchEvent.CREATED: "Created", pb.WatchEvent.UPDATED: "Updated",
+               pb.WatchEvent.PHASE_CHANGED: "PhaseChanged", pb.WatchEvent.PROGRAMMED: "Programmed",
+               pb.WatchEvent.DELETED: "Deleted", pb.WatchEvent.TYPE_UNSPECIFIED: ""}
+
+
+def _precise(msg, field: str) -> str | None:
+    """RFC 3339 with microseconds (times that tests and scripts compare)."""
+    if not msg.HasField(field):
+        return None
+    return getattr(msg, field).ToDatetime().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def event_json(e: pb.WatchEvent) -> dict[str, Any]:
+    out: dict[str, Any] = {"revision": e.revision, "type": EVENT_TYPES[e.type], "time": _precise(e, "time")}
+    if e.type == pb.WatchEvent.BOOKMARK:
+        return out
+    parts = e.name.split("/")
+    out["kind"] = "peering" if "peerings" in parts else "network"
+    out["namespace"] = parts[1]
+    out["network"] = parts[3]
+    out["name"] = parts[5] if out["kind"] == "peering" else parts[3]
+    if e.HasField("peering"):
+        out["peering"] = peering_json(e.peering)
+        out.update({k: out["peering"][k] for k in ("phase", "reason", "message", "dataplane")})
+    elif e.HasField("network"):
+        out["network_object"] = network_json(e.network)
+    return out
+
+
 def _time(msg, field: str) -> str | None:
     if not msg.HasField(field):
         return None
@@ -31,13 +63,14 @@ def peering_json(p: pb.Peering) -> dict[str, Any]:
     ns, network, name = convert.parse_peering_name("name", p.name)
     return {
         "name": name, "namespace": ns, "network": network,
-        "remote_namespace": p.remote.namespace, "remote_network": p.remote.network,
+        "remote_namespace": p.remote.namespace, "remote_network": p.remote.network, "remote_site": p.remote.site,
         "remote_uid": p.remote_uid or None, "network_uid": p.network_uid,
         "phase": PHASE_NAMES[p.phase], "reason": p.reason, "message": p.message,
         "last_phase_transition_time": _time(p, "last_phase_transition_time"),
         "expires_at": _time(p, "expires_at"),
         "ttl": format_duration(p.ttl.ToTimedelta()), "description": p.description,
         "create_time": _time(p, "create_time"), "etag": p.etag,
+        "dataplane": DATAPLANE_NAMES[p.dataplane], "programmed_at": _precise(p, "programmed_at"),
     }
 
 
@@ -48,9 +81,10 @@ def network_json(n: pb.Network) -> dict[str, Any]:
         "routes": [f"{r.prefix} via {r.next_hop}" if r.next_hop else r.prefix for r in n.routes],
         "description": n.description,
         "peerings": [{"name": p.name, "remote_namespace": p.remote_namespace, "remote_network": p.remote_network,
-                      "phase": PHASE_NAMES[p.phase], "reason": p.reason,
+                      "remote_site": p.remote_site, "phase": PHASE_NAMES[p.phase], "reason": p.reason,
                       "last_phase_transition_time": _time(p, "last_phase_transition_time")} for p in n.peerings],
-        "peered_networks": [{"namespace": x.namespace, "name": x.name, "uid": x.uid} for x in n.peered_networks],
+        "peered_networks": [{"namespace": x.namespace, "name": x.name, "uid": x.uid, "site": x.site,
+                             "prefixes": list(x.prefixes)} for x in n.peered_networks],
         "create_time": _time(n, "create_time"), "update_time": _time(n, "update_time"), "etag": n.etag,
         "peering_count": n.peering_count,
     }
@@ -101,13 +135,19 @@ class Client:
         self.close()
 
     def _call(self, method, request):
+        """One call, with a request id of its own (``x-request-id``: netpeerd
+        logs it and sends it back); an error carries it as ``request_id``."""
+        rid = secrets.token_hex(8)
         try:
-            return method(request, metadata=self._metadata, timeout=self.timeout)
+            return method(request, metadata=self._metadata + (("x-request-id", rid),), timeout=self.timeout)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or ""):
-                raise Unavailable(f"cannot reach netpeerd at {self.endpoint} (is it running? try "
-                                  f"'netpeer dev status'): {exc.details().split(';')[-1].strip()}") from None
-            raise from_rpc_error(exc) from None
+                error = Unavailable(f"cannot reach netpeerd at {self.endpoint} (is it running? try "
+                                    f"'netpeer dev status'): {exc.details().split(';')[-1].strip()}")
+            else:
+                error = from_rpc_error(exc)
+            error.request_id = rid
+            raise error from None
 
     # tokens
     def caller(self) -> dict[str, Any]:
@@ -143,7 +183,10 @@ class Client:
                 "last_sweep": report(s.last_sweep) if s.HasField("last_sweep") else None,
                 "last_sweep_start_time": _time(s, "last_sweep_start_time"),
                 "last_sweep_end_time": _time(s, "last_sweep_end_time"),
-                "sweep_totals": report(s.sweep_totals)}
+                "sweep_totals": report(s.sweep_totals), "site": s.site,
+                "sites": [{"site": x.site, "reachable": x.reachable, "last_ok_time": _time(x, "last_ok_time"),
+                           "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures}
+                          for x in s.sites]}
 
     # networks
     def create_network(self, namespace: str, name: str, subnets: list[str], routes: list[str] = (),
@@ -191,9 +234,11 @@ class Client:
     def create_peering(self, namespace: str, network: str, name: str, remote_network: str,
                        remote_namespace: str | None = None, remote_uid: str | None = None,
                        ttl: timedelta | None = None, description: str = "",
-                       validate_only: bool = False) -> dict[str, Any]:
+                       validate_only: bool = False, remote_site: str = "") -> dict[str, Any]:
+        """One side's consent; ``remote_site`` names another site's network."""
         p = pb.Peering(remote=pb.RemoteRef(namespace=remote_namespace or "", network=remote_network,
-                                           uid=remote_uid or ""), description=description or "")
+                                           uid=remote_uid or "", site=remote_site or ""),
+                       description=description or "")
         if ttl is not None:
             p.ttl.FromTimedelta(ttl)
         return peering_json(self._call(self._net.CreatePeering, pb.CreatePeeringRequest(
@@ -232,6 +277,29 @@ class Client:
             return self.get_peering(namespace, network, name)
         return peering_json(self._call(self._net.UpdatePeering, pb.UpdatePeeringRequest(
             peering=p, update_mask=field_mask_pb2.FieldMask(paths=paths), validate_only=validate_only)))
+
+    # watch
+    def watch(self, namespace: str, network: str | None = None, since: int | None = None,
+              resume: bool = True) -> Iterator[dict[str, Any]]:
+        """The changes of a namespace (or one network) after revision
+        ``since`` (None: from now, starting with a Bookmark), as they happen.
+        With ``resume``, a lost connection is re-made and the watch goes on
+        from the last revision seen: nothing is missed or repeated."""
+        parent = convert.network_name(namespace, network) if network else f"namespaces/{namespace}"
+        while True:
+            try:
+                request = pb.WatchRequest(parent=parent)
+                if since is not None:
+                    request.since_revision = since
+                stream = self._net.Watch(request, metadata=self._metadata)
+                for event in stream:
+                    since = event.revision if since is None else max(since, event.revision)
+                    yield event_json(event)
+                return
+            except grpc.RpcError as exc:
+                if not resume or exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise from_rpc_error(exc) from None
+                time.sleep(0.5)
 
     def delete_peering(self, namespace: str, network: str, name: str) -> None:
         self._call(self._net.DeletePeering, pb.DeletePeeringRequest(

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from netpeer.core.models import Network, Peering, Phase, Route, Token
+from netpeer.core.models import Event, EventType, Network, Peering, Phase, Route, Token
 from netpeer.core.validate import TTL_MAX, TTL_MIN, format_duration
 from netpeer.errors import InvalidArgument
 from netpeer.service import NetworkView, ServerStatus
@@ -70,11 +70,12 @@ def ttl_from_pb(value: duration_pb2.Duration) -> timedelta:
     shown = f"{value.seconds}s" if not value.nanos else f"{value.seconds}.{value.nanos:09d}s"
     if value.seconds < 0 or value.nanos < 0:
         raise InvalidArgument.for_field("ttl", shown, "must be positive")
-    if value.nanos or not TTL_MIN.total_seconds() <= value.seconds <= TTL_MAX.total_seconds():
-        # Whole seconds only, like every other way of giving a TTL: 1 ns is
-        # not "unset" (it silently became the 7-day default) and 0.5 s is not 0.
+    if not TTL_MIN.total_seconds() <= value.seconds <= TTL_MAX.total_seconds():
+        # 1 ns is not "unset" (it silently became the 7-day default) and is
+        # refused like 0.5 s; fractions above a second are cut, as the store
+        # keeps whole seconds (validate.ttl).
         raise InvalidArgument.for_field(
-            "ttl", shown, f"must be whole seconds between {format_duration(TTL_MIN)} and {format_duration(TTL_MAX)}")
+            "ttl", shown, f"must be between {format_duration(TTL_MIN)} and {format_duration(TTL_MAX)}")
     return value.ToTimedelta()
 
 
@@ -89,13 +90,47 @@ def routes_from_pb(routes) -> list[Route | str]:
 def peering_to_pb(p: Peering) -> pb.Peering:
     msg = pb.Peering(
         name=peering_name(p.namespace, p.network, p.name),
-        remote=pb.RemoteRef(namespace=p.remote_namespace, network=p.remote_network, uid=p.remote_uid or ""),
+        remote=pb.RemoteRef(namespace=p.remote_namespace, network=p.remote_network, uid=p.remote_uid or "",
+                            site=p.remote_site),
         description=p.description, ttl=duration(p.ttl), phase=_PHASES[p.phase], reason=p.reason,
         message=p.message, last_phase_transition_time=ts(p.last_phase_transition_time),
-        remote_uid=p.remote_uid or "", network_uid=p.network_uid, create_time=ts(p.create_time), etag=p.etag)
+        remote_uid=p.remote_uid or "", network_uid=p.network_uid, create_time=ts(p.create_time), etag=p.etag,
+        dataplane=pb.PROGRAMMING if p.dataplane == "Programming" else pb.PROGRAMMED)
     if p.expires_at is not None:
         msg.expires_at.CopyFrom(ts(p.expires_at))
+    if p.programmed_at is not None:
+        msg.programmed_at.CopyFrom(ts(p.programmed_at))
     return msg
+
+
+_EVENT_TYPES = {EventType.CREATED: pb.WatchEvent.CREATED, EventType.UPDATED: pb.WatchEvent.UPDATED,
+                EventType.PHASE_CHANGED: pb.WatchEvent.PHASE_CHANGED, EventType.PROGRAMMED: pb.WatchEvent.PROGRAMMED,
+                EventType.DELETED: pb.WatchEvent.DELETED}
+
+
+def event_to_pb(e: Event) -> pb.WatchEvent:
+    if e.kind == "peering":
+        name = peering_name(e.namespace, e.network, e.name)
+    else:
+        name = network_name(e.namespace, e.name)
+    out = pb.WatchEvent(revision=e.revision, type=_EVENT_TYPES[e.type], time=ts(e.time), name=name)
+    if isinstance(e.obj, Peering):
+        out.peering.CopyFrom(peering_to_pb(e.obj))
+    elif isinstance(e.obj, Network):
+        out.network.CopyFrom(network_to_pb(NetworkView(e.obj, (), ())))
+    return out
+
+
+def bookmark(revision: int) -> pb.WatchEvent:
+    return pb.WatchEvent(revision=revision, type=pb.WatchEvent.BOOKMARK)
+
+
+def parse_watch_parent(value: str) -> tuple[str, str | None]:
+    """namespaces/NS or namespaces/NS/networks/NET."""
+    if value.count("/") >= 3:
+        ns, net = parse_network_name("parent", value)
+        return ns, net
+    return parse_namespace("parent", value), None
 
 
 def network_to_pb(view: NetworkView) -> pb.Network:
@@ -106,10 +141,10 @@ def network_to_pb(view: NetworkView) -> pb.Network:
         description=n.description,
         peerings=[pb.NetworkPeeringStatus(
             name=p.name, remote_namespace=p.remote_namespace, remote_network=p.remote_network,
-            phase=_PHASES[p.phase], reason=p.reason,
+            phase=_PHASES[p.phase], reason=p.reason, remote_site=p.remote_site,
             last_phase_transition_time=ts(p.last_phase_transition_time)) for p in view.peerings],
-        peered_networks=[pb.PeeredNetwork(namespace=ns, name=name, uid=uid)
-                         for ns, name, uid in view.peered_networks],
+        peered_networks=[pb.PeeredNetwork(namespace=x.namespace, name=x.name, uid=x.uid, site=x.site,
+                                          prefixes=list(x.prefixes)) for x in view.peered_networks],
         create_time=ts(n.create_time), update_time=ts(n.update_time), etag=n.etag,
         peering_count=view.peering_count)
 
@@ -143,7 +178,49 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
         out.last_sweep.CopyFrom(report(sweeps.last))
         out.last_sweep_start_time.CopyFrom(ts(sweeps.last_started))
         out.last_sweep_end_time.CopyFrom(ts(sweeps.last_finished))
+    out.site = status.site
+    for link in status.links:
+        item = out.sites.add(site=link.site, reachable=link.reachable, last_error=link.last_error,
+                             exchanges=link.exchanges, failures=link.failures)
+        if link.last_ok is not None:
+            item.last_ok_time.CopyFrom(ts(link.last_ok))
     return out
+
+
+# ------------------------------------------------------------------ between sites
+_PHASE_OF = {v: k for k, v in _PHASES.items()}
+
+
+def site_view_to_pb(view, to_site: str) -> pb.SiteExchange:
+    out = pb.SiteExchange(site=view.site, to_site=to_site)
+    for n, slot in view.networks:
+        item = out.networks.add(namespace=n.namespace, name=n.name, uid=n.uid,
+                                prefixes=[str(x) for x in n.prefixes])
+        if slot is not None:
+            item.attachment = slot
+    for h in view.halves:
+        out.halves.add(namespace=h.namespace, network=h.network, name=h.name, remote_namespace=h.remote_namespace,
+                       remote_network=h.remote_network, network_uid=h.network_uid, remote_uid=h.remote_uid or "",
+                       create_time=ts(h.create_time), phase=_PHASES[h.phase], conflicts=list(h.conflicts),
+                       ready=h.ready)
+    return out
+
+
+def site_view_from_pb(msg: pb.SiteExchange):
+    """A ``SiteView`` from the wire, from the teller's perspective: its halves
+    name networks of ``msg.to_site``."""
+    from netpeer.service.sites import SiteView
+    networks = tuple((Network(n.namespace, n.name, n.uid, tuple(n.prefixes)),
+                      n.attachment if n.HasField("attachment") else None) for n in msg.networks)
+    halves = []
+    for h in msg.halves:
+        if h.phase not in _PHASE_OF:
+            raise InvalidArgument.for_field("halves.phase", h.phase, "is not a phase")
+        halves.append(Peering(h.namespace, h.network, h.name, h.remote_namespace, h.remote_network, h.network_uid,
+                              h.remote_uid or None, phase=_PHASE_OF[h.phase],
+                              create_time=h.create_time.ToDatetime(timezone.utc), conflicts=tuple(h.conflicts),
+                              ready=h.ready, remote_site=msg.to_site))
+    return SiteView(msg.site, networks, tuple(halves))
 
 
 def token_to_pb(t: Token) -> pb.TokenInfo:

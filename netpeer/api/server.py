@@ -14,11 +14,13 @@ limits bound what one connection may hold (streams, idle time, age).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import ipaddress
 import logging
 import socket
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -26,8 +28,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from netpeer import errors
+from netpeer.api import convert
 from netpeer.api.errors import code_for
 from netpeer.api.servicers import READ, WRITE, NetworkHandlers, StatusHandlers, TokenHandlers
+from netpeer.observe import logs
+from netpeer.observe.metrics import NONE
 from netpeer.service import Service
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
@@ -83,31 +88,164 @@ class _Pools:
         self.write.shutdown(wait=False, cancel_futures=True)
 
 
-def _unary(service: Service, pools: _Pools, kind: str, fn):
+def _metadata(context, key: str) -> str | None:
+    for k, v in context.invocation_metadata() or ():
+        if k == key:
+            return v
+    return None
+
+
+def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
     """An async gRPC method: authenticates on the read pool, runs ``fn`` on
     the pool of its kind, and maps every netpeer error to its status code;
-    anything else is logged and answered INTERNAL."""
+    anything else is logged and answered INTERNAL. Every answer carries the
+    call's request id in its trailing metadata; its logs carry it too."""
 
     async def method(self, request, context):
         loop = asyncio.get_running_loop()
+        rid = logs.new_request_id(_metadata(context, logs.REQUEST_ID_KEY))
+        logs.request_id.set(rid)
+        trailer = ((logs.REQUEST_ID_KEY, rid),)
+        started, code = time.perf_counter(), "OK"
+
+        def run(pool, call, *args):   # the executor thread sees the request id too
+            return loop.run_in_executor(pool, contextvars.copy_context().run, call, *args)
         try:
-            caller = await loop.run_in_executor(pools.read, service.authenticate, _token(context))
+            caller = await run(pools.read, service.authenticate, _token(context))
             remaining = context.time_remaining()
             if remaining is not None and remaining <= 0:
                 # Queued behind others until the caller gave up: do not act on it any more.
-                await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran")
-            return await loop.run_in_executor(pools.of(kind), fn, request, caller)
+                code = "DEADLINE_EXCEEDED"
+                await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran",
+                                    trailing_metadata=trailer)
+            answer = await run(pools.of(kind), fn, request, caller)
+            context.set_trailing_metadata(trailer)
+            return answer
         except errors.NetpeerError as exc:
-            await context.abort(code_for(exc), exc.message)
-        except Exception:
+            code = code_for(exc).name
+            await context.abort(code_for(exc), exc.message, trailing_metadata=trailer)
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            raise
+        except Exception as exc:
+            if isinstance(exc, grpc.aio.AbortError):
+                raise
+            code = "INTERNAL"
             LOG.exception("internal error in %s", fn.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log")
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})",
+                                trailing_metadata=trailer)
+        finally:
+            metrics.rpc(fn.__name__, code, time.perf_counter() - started)
 
     method.__name__ = fn.__name__
     return method
 
 
-def _servicer(base: type, handlers: object, service: Service, pools: _Pools):
+class _Notifier:
+    """Wakes the watchers of the namespaces that changed, and only those.
+
+    One task (``run``) follows the newest revision: at once when this process
+    committed something (``poke``), and every ``POLL`` seconds for changes
+    committed by another process. Each watcher waits on its namespace's
+    event; a revoked token wakes them all (``wake_all``) to re-authenticate.
+    So an idle watcher costs a coroutine, and a commit costs one store query
+    whatever the number of watchers."""
+
+    POLL = 1.0
+    #: A watcher re-reads at least this often even if nothing woke it.
+    SAFETY = 30.0
+
+    def __init__(self):
+        self.watchers = 0
+        self._events: dict[str, asyncio.Event] = {}
+        self._kick: asyncio.Event | None = None
+        self.head: int | None = None
+
+    def poke(self) -> None:
+        """In the event loop: something was committed here."""
+        if self._kick is not None:
+            self._kick.set()
+
+    def wake_all(self) -> None:
+        events, self._events = self._events, {}
+        for event in events.values():
+            event.set()
+
+    def event_for(self, namespace: str) -> asyncio.Event:
+        event = self._events.get(namespace)
+        if event is None:
+            event = self._events[namespace] = asyncio.Event()
+        return event
+
+    async def run(self, changed) -> None:
+        """``changed(after)`` -> (newest revision, namespaces changed after ``after``)."""
+        self._kick = asyncio.Event()
+        while True:
+            try:
+                await asyncio.wait_for(self._kick.wait(), self.POLL)
+            except asyncio.TimeoutError:
+                pass
+            self._kick.clear()
+            try:
+                head, namespaces = await changed(self.head if self.head is not None else 0)
+            except Exception as exc:   # the next round tries again
+                LOG.debug("watch notifier: %s", exc)
+                continue
+            if self.head is None:
+                self.head = head
+                continue
+            self.head = head
+            for ns in namespaces:
+                event = self._events.pop(ns, None)
+                if event is not None:
+                    event.set()
+
+
+def _watch(service: Service, pools: _Pools, notifier: _Notifier):
+    """The Watch stream: re-authenticates and reads the next changes on the
+    read pool, so an idle watcher holds a coroutine and nothing else, and a
+    slow one only ever waits on its own stream."""
+
+    async def Watch(self, request, context):
+        loop = asyncio.get_running_loop()
+        token = _token(context)
+        notifier.watchers += 1
+        try:
+            caller = await loop.run_in_executor(pools.read, service.authenticate, token)
+            ns, network = convert.parse_watch_parent(request.parent)
+            since = request.since_revision if request.HasField("since_revision") else None
+            if since is not None and since < 0:
+                raise errors.InvalidArgument.for_field("since_revision", since, "must be a revision (0 or more)")
+            if since is None:
+                head = await loop.run_in_executor(pools.read, service.head_revision)
+                await loop.run_in_executor(pools.read, service.watch, caller, ns, network, head)   # authorizes
+                yield convert.bookmark(head)
+                since = head
+            while True:
+                woken = notifier.event_for(ns)
+                # Every round re-authenticates: a revoked token ends its watches.
+                caller = await loop.run_in_executor(pools.read, service.authenticate, token)
+                events = await loop.run_in_executor(pools.read, service.watch, caller, ns, network, since)
+                for event in events:
+                    yield convert.event_to_pb(event)
+                    since = event.revision
+                if len(events) < service.WATCH_BATCH:
+                    try:
+                        await asyncio.wait_for(woken.wait(), notifier.SAFETY)
+                    except asyncio.TimeoutError:
+                        pass
+        except errors.NetpeerError as exc:
+            await context.abort(code_for(exc), exc.message)
+        except Exception:
+            LOG.exception("internal error in Watch")
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log")
+        finally:
+            notifier.watchers -= 1
+
+    return Watch
+
+
+def _servicer(base: type, handlers: object, service: Service, pools: _Pools, notifier: _Notifier, metrics):
     """An instance of the generated servicer ``base`` whose methods are the
     handlers of ``handlers``."""
     methods = {}
@@ -115,7 +253,9 @@ def _servicer(base: type, handlers: object, service: Service, pools: _Pools):
         fn = getattr(handlers, name)
         kind = getattr(fn, "netpeer_kind", None)
         if kind in (READ, WRITE):
-            methods[name] = _unary(service, pools, kind, fn)
+            methods[name] = _unary(service, pools, kind, fn, metrics)
+    if base is pb_grpc.NetworkServiceServicer:
+        methods["Watch"] = _watch(service, pools, notifier)
     return type(base.__name__, (base,), methods)()
 
 
@@ -148,12 +288,15 @@ class Server:
     ``port`` is the bound TCP port (0 for unix sockets)."""
 
     def __init__(self, service: Service, address: str, *, tls_cert: bytes | None = None,
-                 tls_key: bytes | None = None, client_ca: bytes | None = None, limits: Limits = Limits()):
+                 tls_key: bytes | None = None, client_ca: bytes | None = None, limits: Limits = Limits(),
+                 metrics=NONE):
         check_listen(address, tls=tls_cert is not None)
         self.service = service
+        self.metrics = metrics
         self.address = address
         self.limits = limits
         self._pools = _Pools(limits)
+        self.notifier = _Notifier()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-aio", daemon=True)
         self._thread.start()
@@ -172,11 +315,12 @@ class Server:
                 (pb_grpc.NetworkServiceServicer, pb_grpc.add_NetworkServiceServicer_to_server, NetworkHandlers),
                 (pb_grpc.TokenServiceServicer, pb_grpc.add_TokenServiceServicer_to_server, TokenHandlers),
                 (pb_grpc.StatusServiceServicer, pb_grpc.add_StatusServiceServicer_to_server, StatusHandlers)):
-            adder(_servicer(base, handlers(self.service), self.service, self._pools), self._server)
+            adder(_servicer(base, handlers(self.service), self.service, self._pools, self.notifier, self.metrics),
+                  self._server)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
-        for name in ("",) + SERVICES:
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        for name in ("",) + SERVICES:   # until the first health check says otherwise
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         reflection.enable_server_reflection(
             SERVICES + (health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
             self._server)
@@ -186,8 +330,45 @@ class Server:
             return self._server.add_secure_port(self.address, creds)
         return self._server.add_insecure_port(self.address)
 
+    async def _check_health(self, serving: bool | None) -> bool:
+        """Sets the health service's answer from ``Service.health``; the new state."""
+        loop = asyncio.get_running_loop()
+        try:
+            now, why = await loop.run_in_executor(self._pools.read, self.service.health)
+        except Exception as exc:
+            now, why = False, str(exc)
+        if now != serving:
+            status = health_pb2.HealthCheckResponse.SERVING if now else health_pb2.HealthCheckResponse.NOT_SERVING
+            for name in ("",) + SERVICES:
+                await self.health.set(name, status)
+            if serving is not None or not now:
+                (LOG.info if now else LOG.warning)("health: %s", "SERVING" if now else f"NOT_SERVING ({why})")
+        self.ready = bool(now)
+        return now
+
+    async def _watch_health(self, serving: bool) -> None:
+        """Serves NOT_SERVING while the store or OVN does not answer or the
+        start-up sweep has not completed; back to SERVING by itself."""
+        while True:
+            await asyncio.sleep(self.HEALTH_INTERVAL)
+            serving = await self._check_health(serving)
+
+    #: How often the health status is re-checked (s).
+    HEALTH_INTERVAL = 0.5
+    ready = False
+
     def start(self) -> "Server":
         self._call(self._server.start())
+        serving = self._call(self._check_health(None))   # answered right from the start
+        self._health_task = asyncio.run_coroutine_threadsafe(self._watch_health(serving), self._loop)
+        self._poke = lambda: self._loop.call_soon_threadsafe(self.notifier.poke)
+        self.service.writes.on_commit.append(self._poke)
+
+        async def changed(after):
+            return await asyncio.get_running_loop().run_in_executor(self._pools.read,
+                                                                    self.service.namespaces_changed, after)
+        self._notifier_task = asyncio.run_coroutine_threadsafe(self.notifier.run(changed), self._loop)
+        self.service.tokens.on_revoke.append(lambda: self._loop.call_soon_threadsafe(self.notifier.wake_all))
         return self
 
     def set_serving(self, serving: bool) -> None:
@@ -201,6 +382,11 @@ class Server:
 
     def stop(self, grace: float = 2.0) -> threading.Event:
         """Stops serving (calls in flight get ``grace`` seconds); returns a set Event."""
+        if getattr(self, "_poke", None) in self.service.writes.on_commit:
+            self.service.writes.on_commit.remove(self._poke)
+        for task in (getattr(self, "_health_task", None), getattr(self, "_notifier_task", None)):
+            if task is not None:
+                task.cancel()
         try:
             self._call(self._server.stop(grace), timeout=grace + 30)
         finally:

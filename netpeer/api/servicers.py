@@ -54,12 +54,13 @@ class NetworkHandlers:
     def ListNetworks(self, request, caller: Caller):
         ns = convert.parse_namespace("parent", request.parent)
         size = convert.page_size(request.page_size)
+        revision = self.service.head_revision()   # read first: a watch from it misses nothing the list lacks
         views = self.service.list_networks(caller, ns, after=convert.decode_page_token(request.page_token),
                                            limit=size + 1)
         more = len(views) > size
         views = views[:size]
         return pb.ListNetworksResponse(
-            networks=[convert.network_to_pb(v) for v in views],
+            networks=[convert.network_to_pb(v) for v in views], revision=revision,
             next_page_token=convert.encode_page_token(views[-1].network.name) if more else "")
 
     @handler(WRITE)
@@ -89,7 +90,7 @@ class NetworkHandlers:
         ttl = convert.ttl_from_pb(p.ttl) if p.HasField("ttl") else None
         peering = self.service.create_peering(
             caller, ns, network, request.peering_id, p.remote.namespace or None, p.remote.network,
-            p.remote.uid or None, ttl, p.description, validate_only=request.validate_only)
+            p.remote.uid or None, ttl, p.description, validate_only=request.validate_only, remote_site=p.remote.site)
         return convert.peering_to_pb(peering)
 
     @handler(READ)
@@ -101,12 +102,13 @@ class NetworkHandlers:
     def ListPeerings(self, request, caller: Caller):
         ns, network = convert.parse_network_name("parent", request.parent)
         size = convert.page_size(request.page_size)
+        revision = self.service.head_revision()   # read first: a watch from it misses nothing the list lacks
         items = self.service.list_peerings(caller, ns, network, after=convert.decode_page_token(request.page_token),
                                            limit=size + 1)
         more = len(items) > size
         items = items[:size]
         return pb.ListPeeringsResponse(
-            peerings=[convert.peering_to_pb(p) for p in items],
+            peerings=[convert.peering_to_pb(p) for p in items], revision=revision,
             next_page_token=convert.encode_page_token(items[-1].name) if more else "")
 
     @handler(WRITE)

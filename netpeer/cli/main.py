@@ -7,6 +7,7 @@ traceback (set NETPEER_DEBUG=1 to see one).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Sequence
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra prefix inside the network, exported to peers ('CIDR' or 'CIDR via ADDRESS')")
     c.add_argument("--description", default="")
     net.add_parser("list", parents=[g], help="list networks")
+    nw = net.add_parser("watch", parents=[g], help="print every change of the namespace's networks and peerings")
+    nw.add_argument("--since", type=int, default=None, metavar="REVISION",
+                    help="resume after this revision (default: from now)")
     s = net.add_parser("show", parents=[g], help="show a network")
     s.add_argument("name")
     st = net.add_parser("set", parents=[g], help="change subnets, routes or description")
@@ -104,20 +108,29 @@ def build_parser() -> argparse.ArgumentParser:
     c = peer.add_parser("create", parents=[g], help="consent to peer NETWORK with a remote network")
     c.add_argument("network")
     c.add_argument("peering")
-    c.add_argument("remote", metavar="[REMOTE_NS/]REMOTE_NETWORK")
+    c.add_argument("remote", metavar="[SITE:][REMOTE_NS/]REMOTE_NETWORK",
+                   help="the remote network; SITE: when it is in another site (e.g. west:team-b/net-b)")
     c.add_argument("--remote-uid", help="pin the remote network's identity")
     c.add_argument("--ttl", help="how long it may stay Pending or Failed (default 7d)")
     c.add_argument("--description", default="")
     ls = peer.add_parser("list", parents=[g], help="list the peerings of a network")
     ls.add_argument("network")
+    pw = peer.add_parser("watch", parents=[g], help="print every change of the peerings (of NETWORK, or all)")
+    pw.add_argument("network", nargs="?")
+    pw.add_argument("--since", type=int, default=None, metavar="REVISION",
+                    help="resume after this revision (default: from now)")
     s = peer.add_parser("show", parents=[g], help="show a peering")
     s.add_argument("network")
     s.add_argument("peering")
-    st = peer.add_parser("set", parents=[g], help="change description or ttl")
+    st = peer.add_parser("set", parents=[g], help="change description or ttl; re-pin the remote network")
     st.add_argument("network")
     st.add_argument("peering")
     st.add_argument("--ttl")
     st.add_argument("--description")
+    pin = st.add_mutually_exclusive_group()
+    pin.add_argument("--remote-uid", help="follow this remote network (e.g. after it was re-created: RemoteReplaced)")
+    pin.add_argument("--clear-remote-uid", action="store_true",
+                     help="follow whatever network carries the remote name when both halves match")
     d = peer.add_parser("delete", parents=[g], help="withdraw this side's consent")
     d.add_argument("network")
     d.add_argument("peering")
@@ -176,19 +189,42 @@ def _token_from(path: str | None, token: str) -> str:
     return text
 
 
+def _watch(client, namespace: str, network: str | None, since: int | None, fmt: str,
+           kinds: tuple[str, ...]) -> int:
+    """One line per change until interrupted; JSON lines with -o json."""
+    if since is not None and since < 0:
+        raise errors.InvalidArgument.for_field("--since", since, "must be a revision (0 or more)")
+    for event in client.watch(namespace, network, since):
+        if event["type"] != "Bookmark" and event["kind"] not in kinds:
+            continue
+        if fmt == "json":
+            print(json.dumps(event, sort_keys=True), flush=True)
+        else:
+            print(output.event_line(event), flush=True)
+    return 0
+
+
 def parse_token_id(value: str) -> str:
     parts = value.strip().split("_")
     return parts[1] if len(parts) == 3 and parts[0] == "np" else value.strip()
 
 
-def _split_remote(value: str, default_ns: str) -> tuple[str, str]:
-    if value.count("/") > 1:
-        raise errors.InvalidArgument.for_field("remote", value, "must be REMOTE_NETWORK or REMOTE_NS/REMOTE_NETWORK")
-    ns, slash, net = value.rpartition("/")
+def _split_remote(value: str, default_ns: str) -> tuple[str, str, str]:
+    """``[SITE:][NS/]NETWORK`` -> (site or "", namespace, network)."""
+    site, colon, rest = value.rpartition(":")
+    if colon and not site:
+        raise errors.InvalidArgument.for_field("remote", value, "has an empty site before ':': write "
+                                               "SITE:REMOTE_NS/REMOTE_NETWORK, or leave the site out for this site")
+    if colon:
+        validate.site("remote", site)
+    if rest.count("/") > 1 or ":" in site:
+        raise errors.InvalidArgument.for_field("remote", value,
+                                               "must be [SITE:][REMOTE_NS/]REMOTE_NETWORK")
+    ns, slash, net = rest.rpartition("/")
     if slash and not ns:
         raise errors.InvalidArgument.for_field("remote", value, "has an empty namespace before '/': write "
                                                "REMOTE_NS/REMOTE_NETWORK, or REMOTE_NETWORK for your own namespace")
-    return (ns or default_ns), net
+    return site, (ns or default_ns), net
 
 
 def run(args: argparse.Namespace) -> int:
@@ -244,6 +280,8 @@ def run(args: argparse.Namespace) -> int:
             output.emit(r, ctx.output, output.network_detail)
         elif action == "list":
             output.emit(c.list_networks(ns), ctx.output, output.networks_table)
+        elif action == "watch":
+            return _watch(c, ns, None, args.since, ctx.output, kinds=("network", "peering"))
         elif action == "show":
             output.emit(c.get_network(ns, args.name), ctx.output, output.network_detail)
         elif action == "set":
@@ -258,19 +296,26 @@ def run(args: argparse.Namespace) -> int:
     if cmd == "peering":
         ns = ctx.namespace
         if action == "create":
-            rns, rnet = _split_remote(args.remote, ns)
+            rsite, rns, rnet = _split_remote(args.remote, ns)
             ttl = validate.ttl("--ttl", args.ttl) if args.ttl else None
             if args.remote_uid:
                 validate.uid("--remote-uid", args.remote_uid)
-            r = c.create_peering(ns, args.network, args.peering, rnet, rns, args.remote_uid, ttl, args.description)
+            r = c.create_peering(ns, args.network, args.peering, rnet, rns, args.remote_uid, ttl, args.description,
+                                 remote_site=rsite)
             output.emit(r, ctx.output, output.peering_detail)
         elif action == "list":
             output.emit(c.list_peerings(ns, args.network), ctx.output, output.peerings_table)
+        elif action == "watch":
+            return _watch(c, ns, args.network, args.since, ctx.output, kinds=("peering",))
         elif action == "show":
             output.emit(c.get_peering(ns, args.network, args.peering), ctx.output, output.peering_detail)
         elif action == "set":
             ttl = validate.ttl("--ttl", args.ttl) if args.ttl else None
-            r = c.update_peering(ns, args.network, args.peering, description=args.description, ttl=ttl)
+            if args.remote_uid:
+                validate.uid("--remote-uid", args.remote_uid)
+            pin = "" if args.clear_remote_uid else args.remote_uid
+            r = c.update_peering(ns, args.network, args.peering, description=args.description, ttl=ttl,
+                                 remote_uid=pin)
             output.emit(r, ctx.output, output.peering_detail)
         elif action == "delete":
             c.delete_peering(ns, args.network, args.peering)
@@ -285,7 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except errors.NetpeerError as exc:
-        sys.stderr.write(f"error: {exc.message}\n")
+        # The request id where the service failed, not the user: it finds the call in netpeerd's log.
+        blame = type(exc) in (errors.Unavailable, errors.NetpeerError) and exc.request_id
+        sys.stderr.write(f"error: {exc.message}" + (f" (request id {exc.request_id})" if blame else "") + "\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")

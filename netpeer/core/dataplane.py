@@ -16,6 +16,17 @@ from netpeer.core.models import Network
 
 
 @dataclasses.dataclass(frozen=True)
+class RemotePeer:
+    """A network of another site that a network here is Bound to, as that
+    site told this one: what it exports (``network.subnets``), its site
+    (``network.site``) and its slot on the link between the two sites."""
+
+    network: Network
+    attachment: int
+    peering_name: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class NetworkState:
     """One network as the dataplane should show it: the network and the
     networks it is Bound to (in a stable order)."""
@@ -25,6 +36,11 @@ class NetworkState:
     #: (peer uid, name of this network's peering towards it), for people and
     #: for rebuilding a lost store from the dataplane (``--adopt-ovn``).
     peering_names: tuple[tuple[str, str], ...] = ()
+    #: (other site, slot): the links to other sites this network is attached
+    #: to (it has a half naming a network there, Bound or not yet).
+    attachments: tuple[tuple[str, int], ...] = ()
+    #: The networks of other sites it is Bound to.
+    remote_peers: tuple[RemotePeer, ...] = ()
 
     @property
     def uid(self) -> str:
@@ -57,6 +73,9 @@ class SyncReport:
     created: int = 0
     updated: int = 0
     deleted: int = 0
+    #: The configuration sequence number the change needs every chassis to
+    #: reach (``programmed()``), when the sync asked for one.
+    cfg: int | None = None
 
     @property
     def changed(self) -> int:
@@ -64,7 +83,7 @@ class SyncReport:
 
     def __add__(self, other: "SyncReport") -> "SyncReport":
         return SyncReport(self.created + other.created, self.updated + other.updated,
-                          self.deleted + other.deleted)
+                          self.deleted + other.deleted, other.cfg if other.cfg is not None else self.cfg)
 
 
 class Dataplane(Protocol):
@@ -76,9 +95,14 @@ class Dataplane(Protocol):
     def connected(self) -> bool:
         """Whether the dataplane can be reached now."""
 
-    def sync(self, desired: Desired, stamp: Stamp | None = None) -> SyncReport:
+    def sync(self, desired: Desired, stamp: Stamp | None = None, track: bool = False) -> SyncReport:
         """One transaction that makes these networks look as desired (and
-        records ``stamp``); other networks are left alone. Idempotent."""
+        records ``stamp``); other networks are left alone. Idempotent. With
+        ``track``, the report's ``cfg`` says when the change reached every
+        chassis: once ``programmed()`` is at least that."""
+
+    def programmed(self) -> int:
+        """The configuration sequence number every chassis has applied."""
 
     def read_stamp(self) -> Stamp | None:
         """The stamp of the last sync, if any."""

@@ -22,7 +22,8 @@ def _shown(state: NetworkState | None):
         return None
     n = state.network
     return (n.uid, n.namespace, n.name, n.subnets, n.routes,
-            tuple((p.uid, p.subnets, p.routes) for p in state.peers), state.peering_names)
+            tuple((p.uid, p.subnets, p.routes) for p in state.peers), state.peering_names, state.attachments,
+            tuple((r.network.uid, r.network.site, r.network.subnets, r.attachment) for r in state.remote_peers))
 
 
 class MemoryDataplane:
@@ -31,6 +32,9 @@ class MemoryDataplane:
     def __init__(self):
         self.networks: dict[str, NetworkState] = {}
         self.stamp: Stamp | None = None
+        self.cfg = 0               # configuration sequence of the last tracked sync
+        self.applied_cfg = 0       # what "every chassis" has applied (tests move it)
+        self.apply_at_once = True
         self.transactions = 0          # sync/remove_strays calls that changed or could have changed state
         self.unreachable = False       # every call raises Unavailable
         self.refuse: set[str] = set()  # uids whose sync is refused (FailedPrecondition), with the whole call
@@ -45,7 +49,7 @@ class MemoryDataplane:
         if self.unreachable:
             raise Unavailable("memory dataplane: unreachable (test); nothing was changed")
 
-    def sync(self, desired: Desired, stamp: Stamp | None = None) -> SyncReport:
+    def sync(self, desired: Desired, stamp: Stamp | None = None, track: bool = False) -> SyncReport:
         self._check()
         with self._lock:
             refused = sorted(self.refuse & set(desired))
@@ -67,7 +71,16 @@ class MemoryDataplane:
                 elif _shown(have) != _shown(state):
                     self.networks[uid] = state
                     updated += 1
-            return SyncReport(created, updated, deleted)
+            cfg = None
+            if track:
+                self.cfg += 1
+                cfg = self.cfg
+                if self.apply_at_once:
+                    self.applied_cfg = self.cfg
+            return SyncReport(created, updated, deleted, cfg)
+
+    def programmed(self) -> int:
+        return self.applied_cfg
 
     def drifted(self, desired: Desired) -> set[str]:
         self._check()

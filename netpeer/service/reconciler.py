@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable
 
+from netpeer.core.consent import ONE_SITE
 from netpeer.core.dataplane import Dataplane
+from netpeer.observe.metrics import NONE
 from netpeer.store.base import Store, Transaction, iter_all_networks
 from netpeer.service import effects
 from netpeer.service.writes import WriteQueue, desired_states
@@ -58,6 +60,9 @@ class Reconciler:
         self.max_delete_share = 0.25
         #: Set after --accept-rollback: the next stray removal may be large.
         self.allow_mass_delete_once = False
+        self.metrics = NONE
+        #: The sites consent asks about (``netpeer.service.sites.SiteLinks``).
+        self.sites = ONE_SITE
 
     #: Below this many rows a stray removal is never held back (crash leftovers).
     MIN_GUARDED = 20
@@ -95,7 +100,7 @@ class Reconciler:
                     if current is None or current.expires_at is None or current.expires_at > now:
                         continue
                     LOG.info("peering %s expired in phase %s", p.key, current.phase)
-                    touched |= effects.remove_peering(tx, current, now)
+                    touched |= effects.remove_peering(tx, current, now, self.sites)
                     done += 1
                 return done, touched
             expired = self.writes.run(op)
@@ -129,6 +134,15 @@ class Reconciler:
         except Exception as exc:
             LOG.error("orphan sweep failed: %s", exc)
             return 0, 1
+
+    #: Watch can resume from a revision at least this old, and from any of the newest EVENTS_KEPT.
+    EVENTS_RETENTION = timedelta(days=1)
+    EVENTS_KEPT = 100_000
+
+    def _prune_events(self) -> int:
+        def op(tx: Transaction):
+            return tx.prune_events(self.clock() - self.EVENTS_RETENTION, self.EVENTS_KEPT), set()
+        return self.writes.run(op)
 
     def _holds_back(self, tx: Transaction, strays: int, total: int) -> bool:
         """Whether removing ``strays`` of our ``total`` rows is too much to do
@@ -191,7 +205,14 @@ class Reconciler:
             errors += 1
             LOG.error("expiry sweep failed: %s", exc)
         r = self.repair()
+        try:
+            self._prune_events()
+        except Exception as exc:
+            errors += 1
+            LOG.error("pruning old events failed: %s", exc)
         report = SweepReport(expired, r.repaired_rows, r.errors + errors)
+        self.metrics.sweep(report.expired, report.repaired_rows, report.errors,
+                           (self.clock() - started).total_seconds())
         with self._status_lock:
             t = self._status.totals
             self._status = SweepStatus(

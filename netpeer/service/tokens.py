@@ -50,6 +50,8 @@ class Tokens:
     def __init__(self, store: Store, clock: Callable[[], datetime]):
         self.store = store
         self.clock = clock
+        #: Called after a revocation (open watches re-authenticate at once).
+        self.on_revoke: list[Callable[[], None]] = []
 
     def authenticate(self, token: str | None) -> Caller:
         """The caller a bearer token stands for."""
@@ -125,6 +127,11 @@ class Tokens:
                     "token", token_id, "is the admin token of the configuration: rotate it by replacing "
                     "admin_token_file and restarting netpeerd")
             tx.delete_token(token_id)
+        for notify in list(self.on_revoke):
+            try:
+                notify()
+            except Exception:   # a listener gone away must not fail the revocation
+                pass
         return stored
 
 

@@ -13,11 +13,14 @@ the store.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 from typing import Callable, Iterable
 
-from netpeer.core.dataplane import Dataplane, NetworkState, Stamp
+from netpeer.core.dataplane import Dataplane, NetworkState, RemotePeer, Stamp
 from netpeer.errors import Unavailable
+from netpeer.observe.metrics import NONE
 from netpeer.store.base import Store, Transaction
 
 #: What a write does inside its transaction: (its result, uids to re-program).
@@ -32,13 +35,21 @@ def desired_states(tx: Transaction, uids: Iterable[str]) -> dict[str, NetworkSta
         if network is None:
             out[uid] = None
             continue
-        peers, names = [], []
+        peers, names, remote = [], [], []
         for p in tx.bound_peerings_of(network.key):
             peer = tx.get_network(p.remote_key)
-            if peer is not None:
-                peers.append(peer)
-                names.append((peer.uid, p.name))
-        out[uid] = NetworkState(network, tuple(sorted(peers, key=lambda n: n.key)), tuple(sorted(names)))
+            if peer is None:
+                continue
+            if peer.site:
+                slot = tx.remote_attachment(peer.site, peer.uid)
+                if slot is not None:
+                    remote.append(RemotePeer(peer, slot, p.name))
+                continue
+            peers.append(peer)
+            names.append((peer.uid, p.name))
+        out[uid] = NetworkState(network, tuple(sorted(peers, key=lambda n: n.key)), tuple(sorted(names)),
+                                tuple(sorted(tx.attachments_of(uid).items())),
+                                tuple(sorted(remote, key=lambda r: r.network.key)))
     return out
 
 
@@ -80,6 +91,12 @@ class WriteQueue:
         self._pending: list[_Pending] = []
         self._pending_lock = threading.Lock()
         self._held: str | None = None
+        #: Called (without arguments) after every commit: watchers wake up.
+        self.on_commit: list[Callable[[], None]] = []
+        #: Called after a commit with the other sites whose view of this one
+        #: it changed (``Transaction.sites_changed``); must not block.
+        self.on_sites_changed: Callable[[set[str]], None] = lambda sites: None
+        self.metrics = NONE
 
     def hold(self, reason: str) -> None:
         """Refuses writes (UNAVAILABLE, with ``reason``) until ``release``."""
@@ -113,6 +130,11 @@ class WriteQueue:
                 self._run_group(batch)
         if op.error is not None:
             raise op.error
+        for notify in list(self.on_commit):
+            try:
+                notify()
+            except Exception:   # a listener gone away must not turn a committed write into an error
+                pass
         return op.result
 
     def dry_run(self, fn: WriteFn):
@@ -131,19 +153,60 @@ class WriteQueue:
                 pass
         return box[0]
 
+    def _program(self, tx: Transaction, touched: set[str]) -> dict:
+        """The dataplane transaction of a write; the Bound peerings of the
+        networks it changed wait for the chassis' acknowledgement
+        (``dataplane`` Programming until ``Programmer`` sees it). Returns
+        the peerings so marked, by key."""
+        report = self.dataplane.sync(desired_states(tx, touched), self.stamp(tx, advance=True), track=True)
+        marked: dict = {}
+        if report.cfg is None:
+            return marked
+        for uid in touched:
+            network = tx.get_network_by_uid(uid)
+            if network is not None:
+                for key in tx.set_dataplane_cfg(network.key, report.cfg):
+                    marked[key] = report.cfg
+        return marked
+
+    @staticmethod
+    def _as_marked(result, marked: dict):
+        """A write's answer with its peering as the dataplane marking left it."""
+        key = getattr(result, "key", None)
+        if key is None or key not in marked:
+            return result
+        return dataclasses.replace(result, dataplane_cfg=marked[key], programmed_at=None)
+
+    def _committed(self, tx: Transaction) -> None:
+        """After a commit: tell the other sites (never fails the write)."""
+        sites = getattr(tx, "sites_changed", None)
+        if sites:
+            try:
+                self.on_sites_changed(set(sites))
+            except Exception:
+                pass
+
     def _run_alone(self, op: _Pending) -> None:
         try:
             with self.store.write() as tx:
                 result, touched = op.fn(tx)
                 if touched:
-                    self.dataplane.sync(desired_states(tx, touched), self.stamp(tx, advance=True))
+                    result = self._as_marked(result, self._program(tx, touched))
             op.result = result
+            self._committed(tx)
         except BaseException as exc:
             op.error = exc
         finally:
             op.done = True
 
     def _run_group(self, batch: list[_Pending]) -> None:
+        started = time.perf_counter()
+        try:
+            self._run_batch(batch)
+        finally:
+            self.metrics.write_group(len(batch), time.perf_counter() - started)
+
+    def _run_batch(self, batch: list[_Pending]) -> None:
         if len(batch) == 1 or not self.store.savepoints:
             for op in batch:
                 self._run_alone(op)
@@ -162,8 +225,7 @@ class WriteQueue:
                         continue
                     done.append((op, result))
                     touched |= t
-                if touched:
-                    self.dataplane.sync(desired_states(tx, touched), self.stamp(tx, advance=True))
+                marked = self._program(tx, touched) if touched else {}
         except Unavailable as exc:
             # Unreachable or too slow: every write of the group would fail alike.
             for op in batch:
@@ -177,6 +239,7 @@ class WriteQueue:
                 self._run_alone(op)
             return
         for op, result in done:
-            op.result, op.done = result, True
+            op.result, op.done = self._as_marked(result, marked), True
         for op, exc in failed:
             op.error, op.done = exc, True
+        self._committed(tx)

@@ -8,7 +8,7 @@ import contextlib
 from datetime import datetime
 from typing import Iterator
 
-from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Token
+from netpeer.core.models import Event, Network, NetworkKey, Peering, PeeringKey, Token
 
 
 class Transaction(abc.ABC):
@@ -52,11 +52,65 @@ class Transaction(abc.ABC):
     def bound_peerings_of(self, network: NetworkKey) -> list[Peering]:
         """The Bound peerings of ``network``."""
 
+    # sites (netpeer.store.sites_sql implements these for every SQL store).
+    # Keys with a ``site`` read the mirror of that site's halves and networks.
+    @abc.abstractmethod
+    def halves_to_site(self, site: str) -> list[Peering]:
+        """This site's halves naming a network of ``site``."""
+    @abc.abstractmethod
+    def peering_sites(self) -> list[str]:
+        """The other sites this site's halves name."""
+    @abc.abstractmethod
+    def has_peering_to_site(self, network: NetworkKey, site: str) -> bool: ...
+    @abc.abstractmethod
+    def mirror_of(self, site: str) -> tuple[list[tuple[Network, int | None]], list[Peering]]:
+        """What ``site`` last told: its networks (with attachment slots) and halves."""
+    @abc.abstractmethod
+    def replace_mirror(self, site: str, networks, halves) -> None: ...
+    @abc.abstractmethod
+    def mirrored_sites(self) -> list[str]: ...
+    @abc.abstractmethod
+    def remote_attachment(self, site: str, uid: str) -> int | None: ...
+    @abc.abstractmethod
+    def attachment(self, network_uid: str, site: str) -> int | None: ...
+    @abc.abstractmethod
+    def attachments_of(self, network_uid: str) -> dict[str, int]: ...
+    @abc.abstractmethod
+    def attach(self, network_uid: str, site: str) -> int:
+        """Attaches a network to the link with ``site``; its slot (idempotent)."""
+    @abc.abstractmethod
+    def release_attachment(self, network_uid: str, site: str) -> None: ...
+
+    @abc.abstractmethod
+    def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
+        """Marks the Bound peerings of ``network`` as waiting for ``cfg`` (no
+        event: a Programmed one follows); their keys."""
+    @abc.abstractmethod
+    def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
+        """Peerings waiting for a dataplane configuration at most ``up_to``."""
+
+    # events (Watch)
+    @abc.abstractmethod
+    def events_after(self, namespace: str, network: str | None, revision: int, limit: int) -> list[Event]:
+        """The changes of ``namespace`` (of one network's, with ``network``) after ``revision``, in order."""
+    @abc.abstractmethod
+    def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
+        """(newest revision, namespaces with changes after ``after``)."""
+    @abc.abstractmethod
+    def revisions(self) -> tuple[int, int]:
+        """(oldest revision kept, newest revision); oldest = newest + 1 when none is kept."""
+    @abc.abstractmethod
+    def prune_events(self, older_than: datetime, keep: int) -> int:
+        """Drops events older than ``older_than`` beyond the newest ``keep``; how many."""
+
     # quotas
     @abc.abstractmethod
     def count_networks(self, namespace: str) -> int: ...
     @abc.abstractmethod
     def count_peerings_of(self, network: NetworkKey) -> int: ...
+    @abc.abstractmethod
+    def count_by_phase(self) -> dict[str, int]:
+        """All peerings by phase (metrics)."""
     @abc.abstractmethod
     def count_pending(self, namespace: str) -> int:
         """Pending (or Failed) peerings of every network of ``namespace``."""

@@ -18,10 +18,11 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
-from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Route, Token
+from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, PeeringKey, Phase, Route, Token
 from netpeer.errors import FailedPrecondition
 from netpeer.store import migrations
 from netpeer.store.base import Store, Transaction
+from netpeer.store.sites_sql import SiteMirrorSql
 
 
 def _us(t: datetime) -> int:
@@ -163,7 +164,15 @@ class SqliteStore(Store):
 _NET_COLS = "namespace, name, uid, subnets, routes, description, create_time, update_time, revision"
 _PEER_COLS = ("namespace, network, name, remote_namespace, remote_network, network_uid, remote_uid, "
               "ttl_seconds, description, phase, reason, message, last_transition, expires_at, "
-              "create_time, revision")
+              "create_time, revision, dataplane_cfg, programmed_at, remote_site, conflicts")
+
+
+def _event(row) -> Event:
+    values = json.loads(row[7])
+    obj = None
+    if values is not None:
+        obj = _peering(values) if row[4] == "peering" else _network(values)
+    return Event(row[0], _dt(row[1]), row[2], row[3], row[4], row[5], row[6], obj)
 
 
 _TOKEN_COLS = "token_id, secret_hash, namespaces, admin, description, create_time, expires_at"
@@ -188,12 +197,33 @@ def _peering(row) -> Peering:
         remote_network=row[4], network_uid=row[5], remote_uid=row[6],
         ttl=timedelta(seconds=row[7]), description=row[8], phase=Phase(row[9]), reason=row[10],
         message=row[11], last_phase_transition_time=_dt(row[12]), create_time=_dt(row[14]),
-        revision=row[15])
+        revision=row[15], dataplane_cfg=row[16], programmed_at=_dt(row[17]) if row[17] is not None else None,
+        # Events recorded before migration 4 have no site columns.
+        remote_site=row[18] if len(row) > 18 else "", conflicts=tuple(json.loads(row[19])) if len(row) > 19 else ())
 
 
-class _SqliteTx(Transaction):
+def _peering_values(p: Peering) -> tuple:
+    expires = p.expires_at
+    return (p.namespace, p.network, p.name, p.remote_namespace, p.remote_network, p.network_uid,
+            p.remote_uid, int(p.ttl.total_seconds()), p.description, p.phase.value, p.reason,
+            p.message, _us(p.last_phase_transition_time), _us(expires) if expires else None,
+            _us(p.create_time), p.revision, p.dataplane_cfg, _us(p.programmed_at) if p.programmed_at else None,
+            p.remote_site, json.dumps(list(p.conflicts)))
+
+
+def _network_values(n: Network) -> tuple:
+    return (n.namespace, n.name, n.uid, json.dumps(list(n.subnets)),
+            json.dumps([{"prefix": r.prefix, "next_hop": r.next_hop} for r in n.routes]),
+            n.description, _us(n.create_time), _us(n.update_time), n.revision)
+
+
+class _SqliteTx(SiteMirrorSql, Transaction):
     def __init__(self, db: sqlite3.Connection):
         self._db = db
+        self.sites_changed: set[str] = set()
+
+    def _q(self, sql: str, args=()):
+        return self._db.execute(sql, args)
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -211,6 +241,8 @@ class _SqliteTx(Transaction):
 
     # networks
     def get_network(self, key: NetworkKey) -> Network | None:
+        if key.site:
+            return self._remote_network(key)
         row = self._one(f"SELECT {_NET_COLS} FROM networks WHERE namespace=? AND name=?", (key.namespace, key.name))
         return _network(row) if row else None
 
@@ -236,29 +268,45 @@ class _SqliteTx(Transaction):
         return [_network(r) for r in self._db.execute(sql, args)]
 
     def put_network(self, n: Network) -> None:
-        self._db.execute(
-            f"INSERT OR REPLACE INTO networks ({_NET_COLS}) VALUES (?,?,?,?,?,?,?,?,?)",
-            (n.namespace, n.name, n.uid, json.dumps(list(n.subnets)),
-             json.dumps([{"prefix": r.prefix, "next_hop": r.next_hop} for r in n.routes]),
-             n.description, _us(n.create_time), _us(n.update_time), n.revision))
+        existed = self._one("SELECT 1 FROM networks WHERE namespace=? AND name=?", (n.namespace, n.name))
+        values = _network_values(n)
+        self._db.execute(f"INSERT OR REPLACE INTO networks ({_NET_COLS}) VALUES (?,?,?,?,?,?,?,?,?)", values)
+        if existed:
+            self._mark_sites_of(n.key)
+        self._event(n.namespace, n.name, "network", n.name, EventType.UPDATED if existed else EventType.CREATED,
+                    values)
 
     def delete_network(self, key: NetworkKey) -> None:
-        self._db.execute("DELETE FROM networks WHERE namespace=? AND name=?", (key.namespace, key.name))
+        if self._db.execute("DELETE FROM networks WHERE namespace=? AND name=?",
+                            (key.namespace, key.name)).rowcount:
+            self._event(key.namespace, key.name, "network", key.name, EventType.DELETED, None)
+
+    def _event(self, namespace: str, network: str, kind: str, name: str, type_: str, values) -> None:
+        """Records a change for Watch, in the same transaction as the change."""
+        self._db.execute("INSERT INTO events (time, namespace, network, kind, name, type, body) "
+                         "VALUES (?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
+                                                    type_, json.dumps(values)))
 
     # peerings
     def get_peering(self, key: PeeringKey) -> Peering | None:
+        if key.site:
+            return self._remote_half(key)
         row = self._one(f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND name=?",
                         (key.namespace, key.network, key.name))
         return _peering(row) if row else None
 
     def find_peering_to(self, local: NetworkKey, remote: NetworkKey) -> Peering | None:
+        if local.site:
+            return self._remote_half_to(local, remote)
         row = self._one(
             f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? "
-            "AND remote_namespace=? AND remote_network=?",
-            (local.namespace, local.name, remote.namespace, remote.name))
+            "AND remote_namespace=? AND remote_network=? AND remote_site=?",
+            (local.namespace, local.name, remote.namespace, remote.name, remote.site))
         return _peering(row) if row else None
 
     def peerings_of(self, network: NetworkKey, after: str = "", limit: int | None = None) -> list[Peering]:
+        if network.site:
+            return [p for p in self._remote_halves_of(network) if p.name > after][:limit]
         sql = f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND name > ? ORDER BY name"
         args: list = [network.namespace, network.name, after]
         if limit is not None:
@@ -268,21 +316,86 @@ class _SqliteTx(Transaction):
 
     def peerings_towards(self, network: NetworkKey) -> list[Peering]:
         return [_peering(r) for r in self._db.execute(
-            f"SELECT {_PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? "
-            "ORDER BY namespace, network, name", (network.namespace, network.name))]
+            f"SELECT {_PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? AND remote_site=? "
+            "ORDER BY namespace, network, name", (network.namespace, network.name, network.site))]
+
+    def halves_to_site(self, site: str) -> list[Peering]:
+        return [_peering(r) for r in self._db.execute(
+            f"SELECT {_PEER_COLS} FROM peerings WHERE remote_site=? ORDER BY namespace, network, name", (site,))]
 
     def put_peering(self, p: Peering) -> None:
-        expires = p.expires_at
-        self._db.execute(
-            f"INSERT OR REPLACE INTO peerings ({_PEER_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (p.namespace, p.network, p.name, p.remote_namespace, p.remote_network, p.network_uid,
-             p.remote_uid, int(p.ttl.total_seconds()), p.description, p.phase.value, p.reason,
-             p.message, _us(p.last_phase_transition_time), _us(expires) if expires else None,
-             _us(p.create_time), p.revision))
+        old = self._one("SELECT phase, dataplane_cfg, programmed_at FROM peerings "
+                        "WHERE namespace=? AND network=? AND name=?", (p.namespace, p.network, p.name))
+        values = _peering_values(p)
+        if p.remote_site:
+            self.sites_changed.add(p.remote_site)
+        self._db.execute(f"INSERT OR REPLACE INTO peerings ({_PEER_COLS}) VALUES "
+                         f"({','.join('?' * len(values))})", values)
+        if old is None:
+            type_ = EventType.CREATED
+        elif old[0] != p.phase.value:
+            type_ = EventType.PHASE_CHANGED
+        elif old[2] is None and p.programmed_at is not None:
+            type_ = EventType.PROGRAMMED
+        else:
+            type_ = EventType.UPDATED
+        self._event(p.namespace, p.network, "peering", p.name, type_, values)
 
     def delete_peering(self, key: PeeringKey) -> None:
-        self._db.execute("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
-                         (key.namespace, key.network, key.name))
+        row = self._one("SELECT remote_site FROM peerings WHERE namespace=? AND network=? AND name=?",
+                        (key.namespace, key.network, key.name))
+        if row and row[0]:
+            self.sites_changed.add(row[0])
+        if self._db.execute("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
+                            (key.namespace, key.network, key.name)).rowcount:
+            self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
+
+    def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
+        keys = [PeeringKey(network.namespace, network.name, r[0]) for r in self._db.execute(
+            "SELECT name FROM peerings WHERE namespace=? AND network=? AND phase=?",
+            (network.namespace, network.name, Phase.BOUND.value))]
+        self._db.execute("UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL "
+                         "WHERE namespace=? AND network=? AND phase=?",
+                         (cfg, network.namespace, network.name, Phase.BOUND.value))
+        return keys
+
+    def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
+        return [_peering(r) for r in self._db.execute(
+            f"SELECT {_PEER_COLS} FROM peerings WHERE programmed_at IS NULL AND dataplane_cfg IS NOT NULL "
+            "AND dataplane_cfg <= ? ORDER BY dataplane_cfg LIMIT ?", (up_to, limit))]
+
+    # events
+    def events_after(self, namespace: str, network: str | None, revision: int, limit: int) -> list[Event]:
+        sql = ("SELECT revision, time, namespace, network, kind, name, type, body FROM events "
+               "WHERE namespace=? AND revision > ?")
+        args: list = [namespace, revision]
+        if network is not None:
+            sql += " AND network=?"
+            args.append(network)
+        sql += " ORDER BY revision LIMIT ?"
+        args.append(limit)
+        return [_event(r) for r in self._db.execute(sql, args)]
+
+    def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
+        rows = self._db.execute("SELECT revision, namespace FROM events WHERE revision > ? ORDER BY revision",
+                                (after,)).fetchall()
+        if not rows:
+            return max(after, self.revisions()[1]), set()
+        return rows[-1][0], {r[1] for r in rows}
+
+    def revisions(self) -> tuple[int, int]:
+        row = self._one("SELECT min(revision), max(revision) FROM events", ())
+        if row[1] is not None:
+            return row[0], row[1]
+        # No event kept: the next one gets the sequence's next value.
+        seq = self._one("SELECT seq FROM sqlite_sequence WHERE name='events'", ())
+        head = seq[0] if seq else 0
+        return head + 1, head
+
+    def prune_events(self, older_than: datetime, keep: int) -> int:
+        head = self.revisions()[1]
+        return self._db.execute("DELETE FROM events WHERE time < ? AND revision <= ?",
+                                (_us(older_than), head - keep)).rowcount
 
     def expired_peerings(self, now: datetime, limit: int = 500) -> list[Peering]:
         return [_peering(r) for r in self._db.execute(
@@ -290,6 +403,8 @@ class _SqliteTx(Transaction):
             "ORDER BY expires_at LIMIT ?", (_us(now), limit))]
 
     def _peerings_in_phase(self, network: NetworkKey, phase: Phase) -> list[Peering]:
+        if network.site:
+            return []   # another site's: it keeps its own
         return [_peering(r) for r in self._db.execute(
             f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
             (network.namespace, network.name, phase.value))]
@@ -307,6 +422,11 @@ class _SqliteTx(Transaction):
     def count_peerings_of(self, network: NetworkKey) -> int:
         return self._one("SELECT count(*) FROM peerings WHERE namespace=? AND network=?",
                          (network.namespace, network.name))[0]
+
+    def count_by_phase(self) -> dict[str, int]:
+        counts = {phase.value: 0 for phase in Phase}
+        counts.update(dict(self._db.execute("SELECT phase, count(*) FROM peerings GROUP BY phase").fetchall()))
+        return counts
 
     def count_pending(self, namespace: str) -> int:
         return self._one("SELECT count(*) FROM peerings WHERE namespace=? AND phase!=?",

@@ -86,6 +86,11 @@ class NetworkServiceStub:
                 request_serializer=netpeer_dot_v1_dot_netpeer__pb2.DeletePeeringRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/netpeer.v1.NetworkService/Watch',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.WatchRequest.SerializeToString,
+                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.WatchEvent.FromString,
+                _registered_method=True)
 
 
 class NetworkServiceServicer:
@@ -162,6 +167,21 @@ class NetworkServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """The changes of the networks and peerings of a namespace (or of one
+        network), as they happen: created, updated, phase changed (with reason
+        and message), dataplane programmed, deleted. Each event carries what a
+        Get would show just after it and a revision; a client that reconnects
+        passes the last revision it saw and misses nothing (also across a
+        netpeerd restart). A revision older than the oldest change kept answers
+        OUT_OF_RANGE: list again (List answers carry the revision to watch
+        from) and watch from there. Without since_revision: from now on (the
+        first event is a BOOKMARK with the current revision).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NetworkServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -214,6 +234,11 @@ def add_NetworkServiceServicer_to_server(servicer, server):
                     servicer.DeletePeering,
                     request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.DeletePeeringRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.WatchRequest.FromString,
+                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.WatchEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -487,6 +512,33 @@ class NetworkService:
             '/netpeer.v1.NetworkService/DeletePeering',
             netpeer_dot_v1_dot_netpeer__pb2.DeletePeeringRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/netpeer.v1.NetworkService/Watch',
+            netpeer_dot_v1_dot_netpeer__pb2.WatchRequest.SerializeToString,
+            netpeer_dot_v1_dot_netpeer__pb2.WatchEvent.FromString,
             options,
             channel_credentials,
             insecure,
@@ -772,6 +824,90 @@ class StatusService:
             '/netpeer.v1.StatusService/GetStatus',
             netpeer_dot_v1_dot_netpeer__pb2.GetStatusRequest.SerializeToString,
             netpeer_dot_v1_dot_netpeer__pb2.ServerStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class SiteServiceStub:
+    """Between the netpeerds of two sites (docs/cross-site.md), never for
+    tenants: each call carries the caller's side of the pair of sites and
+    answers the callee's. The `authorization` metadata carries the secret the
+    two sites share ("Bearer <secret>"); mTLS when configured.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Exchange = channel.unary_unary(
+                '/netpeer.v1.SiteService/Exchange',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.SerializeToString,
+                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.FromString,
+                _registered_method=True)
+
+
+class SiteServiceServicer:
+    """Between the netpeerds of two sites (docs/cross-site.md), never for
+    tenants: each call carries the caller's side of the pair of sites and
+    answers the callee's. The `authorization` metadata carries the secret the
+    two sites share ("Bearer <secret>"); mTLS when configured.
+    """
+
+    def Exchange(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SiteServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Exchange': grpc.unary_unary_rpc_method_handler(
+                    servicer.Exchange,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.FromString,
+                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'netpeer.v1.SiteService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('netpeer.v1.SiteService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class SiteService:
+    """Between the netpeerds of two sites (docs/cross-site.md), never for
+    tenants: each call carries the caller's side of the pair of sites and
+    answers the callee's. The `authorization` metadata carries the secret the
+    two sites share ("Bearer <secret>"); mTLS when configured.
+    """
+
+    @staticmethod
+    def Exchange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netpeer.v1.SiteService/Exchange',
+            netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.SerializeToString,
+            netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.FromString,
             options,
             channel_credentials,
             insecure,

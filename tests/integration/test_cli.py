@@ -41,6 +41,9 @@ def as_tenant(env, token):
 
 def test_walkthrough(dev):
     assert dev["NETPEER_ENDPOINT"].startswith("unix://") and dev["NETPEER_TOKEN"].startswith("np_")
+    import urllib.request
+    metrics = urllib.request.urlopen(dev["NETPEER_METRICS_URL"], timeout=10).read().decode()
+    assert dev["NETPEER_METRICS_URL"].startswith("http://127.0.0.1:") and "netpeer_rpc_requests_total" in metrics
     status = json.loads(netpeer("dev", "status", "-o", "json", env=dev).stdout)
     assert {d["name"]: d["state"] for d in status["daemons"]}["netpeerd"] == "running"
     nb = status["nb_remote"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 
 import grpc
 import pytest
@@ -91,7 +92,12 @@ def test_health_and_reflection(ovn, state_dir):
         with grpc.insecure_channel(f"unix://{sock}") as ch:
             health = health_pb2_grpc.HealthStub(ch)
             for service in ("", "netpeer.v1.NetworkService"):
-                r = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+                deadline = time.monotonic() + 20   # ready once the start-up sweep completed
+                while True:
+                    r = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+                    if r.status == health_pb2.HealthCheckResponse.SERVING or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
                 assert r.status == health_pb2.HealthCheckResponse.SERVING
             refl = reflection_pb2_grpc.ServerReflectionStub(ch)
             responses = refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]),

@@ -9,6 +9,8 @@ tell a request that never arrived from a reply that got lost.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -247,3 +249,63 @@ def test_extra_route_reachable_after_update(world: World) -> None:
     for address in (behind4, behind6):
         assert not reach(vm_a, address, count=1, timeout=0.3), f"{address} still reachable after removing the route"
     _talks(vm_a, vm_b)
+
+
+def test_programmed_means_traffic_flows(world: World, record_property) -> None:
+    """``dataplane: Programmed`` comes from OVN's own acknowledgement (every
+    chassis applied the configuration): over many binds, the first ping sent
+    after it is answered every time, and ``programmed_at`` is never later
+    than the first answered ping (of a pinger running every 10 ms) by more
+    than the interval at which netpeerd samples the acknowledgement. Every
+    other bind, ovn-controller is paused for a second: the peering is Bound
+    but stays Programming, and no ping gets through, until it resumes."""
+    from datetime import datetime, timezone
+    from netpeer_dev.netns import Pinger
+    sampling = 0.05 + 0.01   # Programmer.run's interval + the pinger's
+    net_a = world.network("team-a", "net-a", A4)
+    net_b = world.network("team-b", "net-b", B4)
+    vm_a, vm_b = world.vm(net_a, "vm-a"), world.vm(net_b, "vm-b")
+    world.sync()
+    target = vm_b.address(4)
+    lags = []
+    controller = world.ovn.pids()["ovn-controller"]
+    for cycle in range(8):
+        world.consent("team-a", "net-a", "to-b", "team-b/net-b")
+        pinger = Pinger(vm_a.netns, target)
+        paused = cycle % 2 == 1
+        try:
+            if paused:
+                os.kill(controller, signal.SIGSTOP)
+            try:
+                bound = world.consent("team-b", "net-b", "to-a", "team-a/net-a")
+                assert (bound["phase"], bound["dataplane"]) == ("Bound", "Programming")
+                if paused:
+                    time.sleep(1.0)
+                    still = world.tenant("team-a").get_peering("team-a", "net-a", "to-b")
+                    assert still["dataplane"] == "Programming", "Programmed while no chassis applied it"
+                    assert not reach(vm_a, target, count=1, timeout=0.3)
+            finally:
+                if paused:
+                    os.kill(controller, signal.SIGCONT)
+            deadline = time.monotonic() + 30
+            while True:
+                mine = world.tenant("team-a").get_peering("team-a", "net-a", "to-b")
+                if mine["dataplane"] == "Programmed":
+                    break
+                assert time.monotonic() < deadline, "never Programmed"
+                time.sleep(0.005)
+            assert reach(vm_a, target, count=1, timeout=1.0), "the first ping after Programmed got no answer"
+            first = pinger.first_reply(timeout=5)
+        finally:
+            pinger.stop()
+        assert first is not None
+        programmed_at = datetime.strptime(mine["programmed_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=timezone.utc).timestamp()
+        lags.append(programmed_at - first)
+        assert programmed_at <= first + sampling, f"programmed_at {programmed_at - first:+.3f}s after the first ping"
+        world.withdraw("team-b", "net-b", "to-a")
+        world.withdraw("team-a", "net-a", "to-b")
+        world.sync()
+        assert not reach(vm_a, target, count=1, timeout=0.3)
+    record_property("programmed_at_minus_first_ping_s", [round(x, 3) for x in lags])
+    print(f"programmed_at - first answered ping (s): {[round(x, 3) for x in lags]}")

@@ -122,6 +122,8 @@ def test_check_tolerates_unknowns():
     assert network.check({"name": "n", "subnets": ["10.1.0.0/24"], "peerings": inline})[1] == []
     clean, failures = peering.check({"network": U, "name": "p", "remote_network": U, "ttl": "168h"})
     assert failures == [] and clean["network"] is U and clean["ttl"] == "7d"
+    # two names not known yet are not "the same network"
+    assert peering.check({"namespace": "a", "network": U, "name": "p", "remote_network": U})[1] == []
 
 
 def test_peering_check():

@@ -17,7 +17,7 @@ import sqlite3
 from pathlib import Path
 
 PHASE_REASONS = {
-    "Pending": {"AwaitingRemote", "RemoteWithdrawn"},
+    "Pending": {"AwaitingRemote", "RemoteWithdrawn", "RemoteReplaced"},
     "Bound": {"Bound"},
     "Failed": {"OverlappingPrefixes"},
 }

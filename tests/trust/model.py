@@ -6,7 +6,10 @@ the model re-evaluates *everything* (the service re-evaluates only what a
 change may affect, so any difference is a bug in one or the other):
 
 1. a Bound or Failed peering without a matching other half becomes
-   Pending/RemoteWithdrawn;
+   Pending/RemoteWithdrawn, or Pending/RemoteReplaced when the only thing in
+   the way is its pin: the network now under its remote name has another
+   uid and has a half pointing back (a Pending half in that situation says
+   RemoteReplaced too, and goes back to RemoteWithdrawn when it no longer is);
 2. matched pairs that are not already Bound are evaluated in the order they
    were completed (the later of the two halves' creation), earliest first:
    Bound unless a prefix of one side overlaps the other side or another
@@ -192,9 +195,20 @@ class Model:
                     return True
         return False
 
+    def _replaced(self, p: MPeer) -> bool:
+        local, remote = self.nets.get(p.net_key), self.nets.get(p.remote_key)
+        if p.remote_uid is None or local is None or remote is None or remote.uid == p.remote_uid:
+            return False
+        return any(q.net_key == remote.key and q.remote_key == local.key and q.remote_uid in (None, local.uid)
+                   for q in self.peers.values())
+
     def _resolve(self) -> None:
         for p in self.peers.values():
-            if p.phase != "Pending" and self._partner(p) is None:
+            if self._partner(p) is not None:
+                continue
+            if self._replaced(p):
+                p.phase, p.reason = "Pending", "RemoteReplaced"
+            elif p.phase != "Pending" or p.reason == "RemoteReplaced":
                 p.phase, p.reason = "Pending", "RemoteWithdrawn"
         pairs = {}
         for p in self.peers.values():

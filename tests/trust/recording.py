@@ -43,15 +43,15 @@ class RecordingService(Service):
         with self._record_lock:
             return sorted(self.entries, key=lambda e: e["seq"])
 
-    def _write(self, fn):
+    def _write(self, fn, validate_only: bool = False):
         """Notes when the write's operation runs and how it ends. The service
         runs operations one after the other inside its write transaction(s),
         possibly on another caller's thread (group commit), so the order in
         which they run is the order the service serialized them. An operation
         re-run (a group retried write by write) takes its last position."""
         entry = getattr(self._local, "entry", None)
-        if entry is None:
-            return super()._write(fn)
+        if entry is None or validate_only:
+            return super()._write(fn, validate_only)
 
         def recorded(tx):
             try:

@@ -294,3 +294,75 @@ def _write_times(service, admin, n, stop=None) -> list[float]:
         service.update_network(admin, "other", "net-q", routes=[f"10.30.{i % 2}.0/24"])   # OVN rows change
         out.append((time.perf_counter() - t0) * 1000)
     return out
+
+
+class IdleWatchers(IdleStreams):
+    """``count`` Watch streams of one tenant, idle after their bookmark."""
+
+    def __init__(self, endpoint: str, token: str, count: int, per_channel: int = 100):
+        super().__init__(endpoint, count, per_channel)
+        self.token = token
+
+    async def _main(self):
+        from netpeer.v1 import netpeer_pb2 as pb
+        from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
+        self.stop = asyncio.Event()
+        channels = [grpc.aio.insecure_channel(self.endpoint, options=[("grpc.use_local_subchannel_pool", 1)])
+                    for _ in range(-(-self.count // self.per_channel))]
+        calls = []
+        for i in range(self.count):
+            call = pb_grpc.NetworkServiceStub(channels[i // self.per_channel]).Watch(
+                pb.WatchRequest(parent="namespaces/watchers"), metadata=(("authorization", f"Bearer {self.token}"),))
+            calls.append(call)
+            await call.read()        # the bookmark: the watch is open
+            self.opened += 1
+        self.ready.set()
+        await self.stop.wait()
+        for call in calls:
+            call.cancel()
+        for ch in channels:
+            await ch.close()
+
+
+def _rss_kib(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.slow
+def test_idle_watchers_cost_little_and_slow_nothing(ovn, state_dir):
+    """1,000 idle Watch streams: netpeerd's memory per watcher, and other
+    tenants' reads and writes, measured side by side."""
+    from netpeer.api.client import Client
+    from tests.support import ADMIN_TOKEN, netpeerd_process
+    daemon = netpeerd_process(state_dir, ovn.nb_remote)
+    try:
+        daemon.start(sweep=True)
+        with Client(daemon.endpoint, ADMIN_TOKEN) as admin:
+            watcher_token = admin.create_token(["watchers"])["token"]
+            reader = Client(daemon.endpoint, admin.create_token(["reader"])["token"])
+        reader.create_network("reader", "net-r", ["10.1.0.0/24"])
+        timed_reads(reader, 30)
+        before, rss_before = timed_reads(reader), _rss_kib(daemon.pid)
+        with IdleWatchers(daemon.endpoint, watcher_token, IDLE_STREAMS):
+            time.sleep(1)
+            rss_during = _rss_kib(daemon.pid)
+            during = timed_reads(reader)
+            t0 = time.perf_counter()
+            for i in range(20):
+                reader.update_network("reader", "net-r", description=f"w{i}")   # every watcher wakes up, reads nothing
+            writes_ms = (time.perf_counter() - t0) * 1000 / 20
+        reader.close()
+    finally:
+        daemon.stop()
+    per_watcher = (rss_during - rss_before) / IDLE_STREAMS
+    p99b, p99d = percentile(before, .99), percentile(during, .99)
+    report.record("exposure", f"{IDLE_STREAMS} idle watchers: netpeerd RSS before / during (MiB), per watcher (KiB)",
+                  f"{rss_before / 1024:.0f} / {rss_during / 1024:.0f}, {per_watcher:.1f}")
+    report.record("exposure", "reads p50/p99 ms without / with the idle watchers; a write meanwhile (ms)",
+                  f"{percentile(before, .5):.1f}/{p99b:.1f} -> {percentile(during, .5):.1f}/{p99d:.1f}; "
+                  f"{writes_ms:.1f}")
+    assert per_watcher < 64, per_watcher          # a coroutine and a stream, not a thread
+    assert p99d <= p99b + 100, (p99b, p99d)

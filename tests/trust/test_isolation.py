@@ -110,6 +110,7 @@ def foreign_calls(ns: str, phases) -> list[tuple[str, str, object]]:
 def test_isolation_matrix(world):
     d, raw, tokens, phases = world
     both = d.token("acme", "bank")
+    d.settle()
     store_before, ovn_before = store_dump(d.store.path), sorted(ovn_dump(d.ovn).splitlines())
     tried = 0
     rpcs = set()
@@ -255,6 +256,7 @@ def bad_credentials(tokens) -> list[tuple[str, tuple]]:
 
 def test_unknown_and_garbled_tokens_are_unauthenticated(world):
     d, raw, tokens, _ = world
+    d.settle()
     store_before = store_dump(d.store.path)
     # Well-formed requests, and one that is invalid: authentication comes first.
     requests = {m: request_class(m)() for m in ALL_RPCS}

@@ -89,8 +89,8 @@ def test_a_write_reports_what_it_committed_even_if_another_write_follows(netpeer
     original = service._write
     competing = []
 
-    def write_then_someone_else_deletes(fn):
-        result = original(fn)
+    def write_then_someone_else_deletes(fn, validate_only=False):
+        result = original(fn, validate_only)
         if competing:
             action = competing.pop()
             action()  # another client's write lands between our commit and our answer

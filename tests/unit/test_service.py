@@ -34,9 +34,9 @@ class SlowDataplane(MemoryDataplane):
 
     delay = 0.05
 
-    def sync(self, desired, stamp=None):
+    def sync(self, desired, stamp=None, track=False):
         time.sleep(self.delay)
-        return super().sync(desired, stamp)
+        return super().sync(desired, stamp, track)
 
 
 @pytest.fixture
@@ -102,10 +102,10 @@ def test_a_refused_network_fails_alone_and_changes_nothing(world):
     # The dataplane refuses whatever network is created next: that write fails, nothing is stored.
     original = dataplane.sync
 
-    def refuse_new(desired, stamp=None):
+    def refuse_new(desired, stamp=None, track=False):
         if any(uid not in dataplane.networks and state is not None for uid, state in desired.items()):
             raise errors.FailedPrecondition("refused (test)")
-        return original(desired, stamp)
+        return original(desired, stamp, track)
 
     dataplane.sync = refuse_new
     with pytest.raises(errors.FailedPrecondition):

@@ -1,8 +1,8 @@
 """netpeer's provider logic, free of any infrastructure-as-code engine.
 
 One core, thin faces: the Pulumi dynamic providers (``netpeer_provider.network``,
-``netpeer_provider.peering``) and the coming Pulumi plugin and OpenTofu
-provider all call this package and only translate: their engine's unknown
+``netpeer_provider.peering``) and the OpenTofu provider
+(``netpeer_provider.tofu.netpeer``) call this package and only translate: their engine's unknown
 values to and from ``UNKNOWN``, property names, errors to their engine's
 form. It must never import an engine's SDK (a test checks).
 

@@ -74,7 +74,8 @@ def check(news: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], li
         if not news.get(field):
             failures.append(Failure(f"{prefix}{field}", f"{prefix}{field} is required"))
     ns, rns = news.get("namespace"), news.get("remote_namespace") or news.get("namespace")
-    if (rns, news.get("remote_network")) == (ns, news.get("network")) and ns and known(ns):
+    same = (rns, news.get("remote_network")) == (ns, news.get("network"))
+    if same and ns and known([ns, rns, news.get("network"), news.get("remote_network")]):  # UNKNOWN == UNKNOWN
         failures.append(Failure(f"{prefix}remote_network", f"{prefix}remote_network: a network cannot peer "
                                 "with itself"))
     return clean, failures

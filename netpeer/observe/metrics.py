@@ -1,0 +1,120 @@
+"""netpeerd's Prometheus metrics, served on ``metrics_listen``.
+
+Every name starts with ``netpeer_``. Components do not import
+prometheus_client: they call the small hooks of ``Metrics`` (or of ``NONE``,
+which does nothing), so the service, the OVN backend and the store stay
+free of it. Gauges that describe state (peerings by phase, OVN connection,
+watchers) are read at scrape time.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+
+_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class Metrics:
+    """The metrics of one netpeerd (a registry of its own: several can live
+    in one process, as in the tests)."""
+
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.rpc_requests = Counter("netpeer_rpc_requests_total", "RPCs answered, by method and status code",
+                                    ["method", "code"], registry=r)
+        self.rpc_seconds = Histogram("netpeer_rpc_duration_seconds", "RPC latency by method", ["method"],
+                                     buckets=_FAST, registry=r)
+        self.group_size = Histogram("netpeer_write_group_size", "Writes committed together (group commit)",
+                                    buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
+        self.store_seconds = Histogram("netpeer_store_transaction_seconds",
+                                       "Store write transactions, OVN transaction included", buckets=_FAST, registry=r)
+        self.ovn_seconds = Histogram("netpeer_ovn_transaction_seconds", "OVN NB transactions by kind", ["kind"],
+                                     buckets=_FAST, registry=r)
+        self.sweep_seconds = Histogram("netpeer_sweep_duration_seconds", "Sweeps (expiry and repair)",
+                                       buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300), registry=r)
+        self.repaired_rows = Counter("netpeer_sweep_repaired_rows_total", "OVN rows restored, rewritten or removed "
+                                     "by the repair sweep", registry=r)
+        self.sweep_errors = Counter("netpeer_sweep_errors_total", "Networks a sweep could not repair", registry=r)
+        self.expired = Counter("netpeer_expired_peerings_total", "Peerings deleted after their TTL", registry=r)
+        self.programmed = Counter("netpeer_programmed_peerings_total", "Peerings whose dataplane change every "
+                                  "chassis acknowledged", registry=r)
+        self._state: list[Callable[[], dict]] = []
+        r.register(_StateCollector(self._state))
+
+    # ------------------------------------------------------------ hooks
+    def rpc(self, method: str, code: str, seconds: float) -> None:
+        self.rpc_requests.labels(method, code).inc()
+        self.rpc_seconds.labels(method).observe(seconds)
+
+    def write_group(self, size: int, seconds: float) -> None:
+        self.group_size.observe(size)
+        self.store_seconds.observe(seconds)
+
+    def ovn_transaction(self, kind: str, seconds: float) -> None:
+        self.ovn_seconds.labels(kind).observe(seconds)
+
+    def sweep(self, expired: int, repaired: int, errors: int, seconds: float) -> None:
+        self.sweep_seconds.observe(seconds)
+        self.expired.inc(expired)
+        self.repaired_rows.inc(repaired)
+        self.sweep_errors.inc(errors)
+
+    def programmed_peerings(self, count: int) -> None:
+        self.programmed.inc(count)
+
+    def state(self, read: Callable[[], dict]) -> None:
+        """``read()`` -> {"peerings": {phase: n}, "ovn_connected": bool, "watchers": n, "ready": bool}."""
+        self._state.append(read)
+
+    # ------------------------------------------------------------ serving
+    def serve(self, listen: str) -> "MetricsServer":
+        host, _, port = listen.rpartition(":")
+        server, thread = start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1", registry=self.registry)
+        return MetricsServer(server, thread)
+
+
+class MetricsServer:
+    def __init__(self, server, thread: threading.Thread):
+        self._server, self._thread = server, thread
+
+    @property
+    def port(self) -> int:
+        return self._server.server_port
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+class _StateCollector:
+    def __init__(self, reads: list[Callable[[], dict]]):
+        self._reads = reads
+
+    def collect(self):
+        phases = GaugeMetricFamily("netpeer_peerings", "Peerings by phase", labels=["phase"])
+        connected = GaugeMetricFamily("netpeer_ovn_connected", "1 while the OVN NB database answers")
+        watchers = GaugeMetricFamily("netpeer_watchers", "Open Watch streams")
+        ready = GaugeMetricFamily("netpeer_ready", "1 once the first sweep completed and OVN and the store answer")
+        for read in self._reads:
+            state = read()
+            for phase, n in sorted(state.get("peerings", {}).items()):
+                phases.add_metric([phase], n)
+            connected.add_metric([], 1 if state.get("ovn_connected") else 0)
+            watchers.add_metric([], state.get("watchers", 0))
+            ready.add_metric([], 1 if state.get("ready") else 0)
+        yield from (phases, connected, watchers, ready)
+
+
+class _Nothing:
+    """Hooks that do nothing (no metrics configured, and in unit tests)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+NONE = _Nothing()

@@ -1,0 +1,83 @@
+"""When a Bound pair's dataplane change has reached every chassis.
+
+A write that changes a network's rows asks OVN to track its configuration
+(``Dataplane.sync(track=True)``: OVN's own nb_cfg/hv_cfg acknowledgement)
+and marks the Bound peerings of that network ``dataplane_cfg`` = that
+sequence number, ``programmed_at`` unset: their ``dataplane`` is
+Programming. ``Programmer`` watches what every chassis has applied
+(``Dataplane.programmed()``) and stamps ``programmed_at`` on the peerings
+it covers, which Watch reports as a Programmed event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from datetime import datetime
+from typing import Callable
+
+from netpeer.core.dataplane import Dataplane
+from netpeer.errors import Unavailable
+from netpeer.observe.metrics import NONE
+from netpeer.store.base import Store, Transaction
+from netpeer.service.writes import WriteQueue
+
+LOG = logging.getLogger(__name__)
+
+
+class Programmer:
+    #: Peerings stamped per write.
+    BATCH = 500
+
+    def __init__(self, store: Store, dataplane: Dataplane, writes: WriteQueue, clock: Callable[[], datetime]):
+        self.store = store
+        self.dataplane = dataplane
+        self.writes = writes
+        self.clock = clock
+        self.level = -1   # the last acknowledged sequence seen
+        self.metrics = NONE
+
+    def check(self) -> int:
+        """Stamps what the chassis have acknowledged since; how many peerings."""
+        # Not skipped when the level did not move: a write may commit its
+        # marks after the chassis acknowledged its sequence number. The query
+        # reads a partial index of the waiting peerings: nearly free at rest.
+        level = self.dataplane.programmed()
+        done = 0
+        while True:
+            with self.store.read() as tx:
+                waiting = tx.programming(level, limit=self.BATCH)
+            if not waiting:
+                break
+
+            def op(tx: Transaction, waiting=waiting):
+                now, stamped = self.clock(), 0
+                for p in waiting:
+                    current = tx.get_peering(p.key)
+                    if current is None or current.programmed_at is not None or current.dataplane_cfg is None \
+                            or current.dataplane_cfg > level:
+                        continue
+                    tx.put_peering(dataclasses.replace(current, programmed_at=now))
+                    stamped += 1
+                return stamped, set()
+            stamped = self.writes.run(op)
+            done += stamped
+            if not stamped or len(waiting) < self.BATCH:
+                break
+        self.level = level
+        if done:
+            self.metrics.programmed_peerings(done)
+        return done
+
+    def run(self, stop: threading.Event, interval: float = 0.05) -> None:
+        """Checks every ``interval`` seconds until ``stop`` is set."""
+        while not stop.wait(interval):
+            if not self.dataplane.connected:
+                continue
+            try:
+                self.check()
+            except Unavailable:        # OVN or writes not there yet: the next check tries again
+                pass
+            except Exception as exc:
+                LOG.warning("dataplane acknowledgement check failed: %s", exc)

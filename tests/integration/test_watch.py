@@ -1,0 +1,164 @@
+"""Watch: every change a tenant may see, as it happens, resumable from a
+revision without loss or repeat (also across a kill -9 of netpeerd), and
+nothing a Get would not show. Real netpeerd on real OVN."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from netpeer import errors
+from netpeer.api.client import Client
+from tests.support import ADMIN_TOKEN, netpeerd_process
+
+
+class Watcher:
+    """Collects a watch's events in a thread."""
+
+    def __init__(self, client: Client, namespace: str, network: str | None = None, since: int | None = None,
+                 resume: bool = False):
+        self.events: queue.Queue = queue.Queue()
+        self.error: Exception | None = None
+        self.thread = threading.Thread(target=self._run, args=(client, namespace, network, since, resume),
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self, client, namespace, network, since, resume):
+        try:
+            for event in client.watch(namespace, network, since, resume=resume):
+                self.events.put(event)
+        except Exception as exc:   # the test looks at it
+            self.error = exc
+
+    def until(self, predicate, timeout: float = 15.0) -> list[dict]:
+        """Events up to and including the first that satisfies ``predicate``."""
+        out, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                event = self.events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            out.append(event)
+            if predicate(event):
+                return out
+        raise AssertionError(f"no such event within {timeout}s; got {[(e['type'], e.get('name')) for e in out]}")
+
+
+def is_(type_, name=None, **fields):
+    return lambda e: e["type"] == type_ and (name is None or e.get("name") == name) and all(
+        e.get(k) == v for k, v in fields.items())
+
+
+def test_a_peerings_life_as_a_watcher_sees_it(netpeerd):
+    a, b = netpeerd.tenant("team-a"), netpeerd.tenant("team-b")
+    watch_a = Watcher(a, "team-a")
+    bookmark = watch_a.until(is_("Bookmark"))[0]
+    a.create_network("team-a", "net-a", ["10.1.0.0/24"])
+    b.create_network("team-b", "net-b", ["10.2.0.0/24"])
+    a.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    b.create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
+    got = watch_a.until(is_("Programmed", "to-b"))
+    seen = [(e["type"], e["kind"], e["name"], e.get("phase"), e.get("dataplane")) for e in got]
+    assert seen[0] == ("Created", "network", "net-a", None, None)
+    assert ("Created", "peering", "to-b", "Pending", "Programmed") in seen
+    assert ("PhaseChanged", "peering", "to-b", "Bound", "Programming") in seen
+    assert seen[-1] == ("Programmed", "peering", "to-b", "Bound", "Programmed")
+    # Nothing of team-b's namespace reaches team-a's watch.
+    assert all(e["namespace"] == "team-a" for e in got)
+    b.delete_peering("team-b", "net-b", "to-a")
+    withdrawn = watch_a.until(is_("PhaseChanged", "to-b"))[-1]
+    assert (withdrawn["phase"], withdrawn["reason"]) == ("Pending", "RemoteWithdrawn")
+    assert "no longer consents" in withdrawn["message"]
+    a.delete_peering("team-a", "net-a", "to-b")
+    assert watch_a.until(is_("Deleted", "to-b"))[-1]["kind"] == "peering"
+    revisions = [e["revision"] for e in got]
+    assert revisions == sorted(set(revisions)) and revisions[0] > bookmark["revision"]
+
+    # A second watcher from the bookmark sees the same events, in the same order.
+    replay = Watcher(a, "team-a", since=bookmark["revision"])
+    again = replay.until(is_("Deleted", "to-b"))
+    assert [e["revision"] for e in again[:len(got)]] == revisions
+    # One network only, from the same point: only its own events.
+    only = Watcher(a, "team-a", network="net-a", since=bookmark["revision"]).until(is_("Deleted", "to-b"))
+    assert {e["network"] for e in only} == {"net-a"}
+
+
+def test_watch_refuses_what_it_must(netpeerd):
+    a = netpeerd.tenant("team-a")
+    with pytest.raises(errors.PermissionDenied):
+        next(a.watch("team-b", resume=False))
+    with pytest.raises(errors.InvalidArgument, match="since_revision"):
+        next(a.watch("team-a", since=10**9, resume=False))
+    a.create_network("team-a", "net-a", ["10.1.0.0/24"])
+    a.create_network("team-a", "net-b", ["10.2.0.0/24"])
+    with netpeerd.store.write() as tx:   # what the sweep does with old events
+        tx.prune_events(netpeerd.service.clock(), keep=0)
+    with pytest.raises(errors.NetpeerError, match="older than the oldest change kept.*list the resources again"):
+        next(a.watch("team-a", since=0, resume=False))   # revisions 1 and 2 are gone
+
+
+def test_a_revoked_token_ends_its_watch(netpeerd):
+    with netpeerd.client() as admin:
+        minted = admin.create_token(["team-a"])
+        tenant = Client(netpeerd.endpoint, minted["token"])
+        watcher = Watcher(tenant, "team-a")
+        watcher.until(is_("Bookmark"))
+        admin.revoke_token(minted["token_id"])
+        watcher.thread.join(10)
+        assert not watcher.thread.is_alive() and isinstance(watcher.error, errors.Unauthenticated)
+        tenant.close()
+
+
+def test_resume_across_kill9_loses_and_repeats_nothing(ovn, state_dir):
+    daemon = netpeerd_process(state_dir, ovn.nb_remote, sweep_interval="30s")
+    try:
+        daemon.start(sweep=True)
+        with Client(daemon.endpoint, ADMIN_TOKEN) as admin:
+            start = next(admin.watch("t", resume=False))["revision"]
+            for i in range(5):
+                admin.create_network("t", f"n{i}", [f"10.{i}.0.0/24"])
+        # A watcher that saw up to n2, then lost netpeerd.
+        with Client(daemon.endpoint, ADMIN_TOKEN) as admin:
+            seen = []
+            for e in admin.watch("t", since=start, resume=False):
+                seen.append(e)
+                if e["name"] == "n2":
+                    break
+        daemon.kill9()
+        daemon.start(sweep=True)
+        with Client(daemon.endpoint, ADMIN_TOKEN) as admin:
+            admin.create_network("t", "n5", ["10.5.0.0/24"])
+            rest = []
+            for e in admin.watch("t", since=seen[-1]["revision"], resume=False):
+                rest.append(e)
+                if e["name"] == "n5":
+                    break
+        names = [e["name"] for e in seen + rest]
+        assert names == [f"n{i}" for i in range(6)], names
+    finally:
+        daemon.stop()
+
+
+def test_cli_watch_prints_json_lines(netpeerd, state_dir):
+    token = netpeerd.token("team-a")
+    env = {"PATH": "/usr/bin:/bin", "NETPEER_ENDPOINT": netpeerd.endpoint, "NETPEER_TOKEN": token}
+    proc = subprocess.Popen([sys.executable, "-m", "netpeer.cli.main", "peering", "watch", "-o", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = json.loads(proc.stdout.readline())
+        assert first["type"] == "Bookmark"
+        with netpeerd.tenant("team-a") as a:
+            a.create_network("team-a", "net-a", ["10.1.0.0/24"])
+            a.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+        line = json.loads(proc.stdout.readline())
+        assert {"type", "name", "phase", "revision"} <= set(line)
+        assert (line["type"], line["name"], line["phase"]) == ("Created", "to-b", "Pending")
+    finally:
+        proc.terminate()
+        proc.wait(10)
