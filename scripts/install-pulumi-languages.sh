@@ -221,8 +221,8 @@ if [[ $want_node == 1 ]]; then
         w="$work/npm"; mkdir -p "$w"
         printf '{"name": "netpeer-pulumi-programs", "private": true}\n' >"$w/package.json"
         log "installing ${NPM_PINS[*]} from npm (about a minute the first time)..."
-        (cd "$w" && npm install --no-audit --no-fund --prefer-offline --loglevel=error --save-exact "${NPM_PINS[@]}" >&2) \
-            || die "npm install failed"
+        (cd "$w" && npm install --no-audit --no-fund --prefer-offline --loglevel=error --save-exact \
+            "${NPM_PINS[@]}" >&2) || die "npm install failed"
         rm -rf "$nm" "$prefix/package.json" "$prefix/package-lock.json" "$prefix/.stamp-sdk"
         mv "$w/node_modules" "$nm"
         mv "$w/package.json" "$w/package-lock.json" "$prefix/"
