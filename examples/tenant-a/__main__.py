@@ -2,7 +2,8 @@
 
 Settings (pulumi config): netpeer:endpoint, netpeer:token (secret, granting
 team-a), and optionally namespace, subnets, remoteNamespace, remoteNetwork,
-remoteUid (pins team B's network), description, waitForBound.
+remoteSite (team B's site, when it is another site), remoteUid (pins team B's
+network), description, waitForBound.
 """
 
 import pulumi
@@ -22,6 +23,7 @@ peering = netpeer.NetworkPeering(
     network=network.name,
     remote_namespace=config.get("remoteNamespace") or "team-b",
     remote_network=config.get("remoteNetwork") or "net-b",
+    remote_site=config.get("remoteSite"),               # empty: team B's network is in this site
     remote_uid=config.get("remoteUid"),                 # re-pin after team B re-created its network
     description=config.get("description") or "team A consents to team B",
     wait_for_bound=config.get_float("waitForBound") or 0,

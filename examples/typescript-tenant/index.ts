@@ -13,6 +13,7 @@ const peering = new netpeer.NetworkPeering("to-a", {
     network: network.name,
     remoteNamespace: config.get("remoteNamespace") ?? "team-a",
     remoteNetwork: config.get("remoteNetwork") ?? "net-a",
+    remoteSite: config.get("remoteSite"),                  // team A's site when it is another site
     description: "team B consents to team A",
     waitForBound: config.getNumber("waitForBound") ?? 0,   // seconds `pulumi up` waits for Bound
 });

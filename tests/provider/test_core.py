@@ -64,7 +64,7 @@ def test_schema_is_complete_and_walkable():
     assert [f.name for f in schema.NETWORK.replacing()] == ["name", "namespace"]
     # remote_uid is not among them: a changed or cleared pin re-pins in place.
     assert [f.name for f in schema.NETWORK_PEERING.replacing()] == \
-        ["namespace", "network", "name", "remote_namespace", "remote_network"]
+        ["namespace", "network", "name", "remote_namespace", "remote_network", "remote_site"]
     # Network.peerings: declarations in, status out (two fields, one name).
     assert schema.NETWORK.field("peerings").type.items.name == "InlinePeering"
     assert schema.NETWORK.field("peerings", output=True).type.items.name == "PeeringStatus"

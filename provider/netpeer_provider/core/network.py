@@ -26,7 +26,7 @@ SCHEMA = schema.NETWORK
 INLINE_KEYS = tuple(f.name for f in schema.INLINE_PEERING.fields)
 # Changing any of these makes an inline peering another one: withdraw, then declare
 # (a changed remote_uid re-pins the same peering in place).
-_INLINE_IDENTITY = ("remote_network", "remote_namespace")
+_INLINE_IDENTITY = ("remote_network", "remote_namespace", "remote_site")
 IN_USE_WAIT = 15.0  # seconds a delete waits for the network's peerings to be deleted by someone else
 
 
@@ -44,7 +44,8 @@ def outputs(inputs: Mapping[str, Any], n: Mapping[str, Any], peerings: list[dict
         "routes": n["routes"], "description": n["description"],
         "inline_peerings": inline(inputs.get("peerings")),
         "peerings": [{"name": s["name"], "remote_namespace": s["remote_namespace"],
-                      "remote_network": s["remote_network"], "phase": s["phase"], "reason": s["reason"],
+                      "remote_network": s["remote_network"], "remote_site": s.get("remote_site") or "",
+                      "phase": s["phase"], "reason": s["reason"],
                       "remote_uid": by_name.get(s["name"], {}).get("remote_uid"),
                       "last_phase_transition_time": s["last_phase_transition_time"],
                       "expires_at": by_name.get(s["name"], {}).get("expires_at")} for s in n["peerings"]],
@@ -251,7 +252,8 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
         raise
     declared = {p["name"] for p in props.get("inline_peerings") or []}
     declarations = [{k: v for k, v in {"name": p["name"], "remote_network": p["remote_network"],
-                                       "remote_namespace": p["remote_namespace"], "ttl": p["ttl"],
+                                       "remote_namespace": p["remote_namespace"],
+                                       "remote_site": p.get("remote_site"), "ttl": p["ttl"],
                                        "description": p["description"]}.items() if v}
                     for p in peerings if p["name"] in declared]
     inputs = {"namespace": nid.namespace, "name": nid.name, "subnets": n["subnets"], "routes": n["routes"],
@@ -359,7 +361,8 @@ def sync_inline(session: Session, c, ns: str, network: str, old: list[dict], new
                     peering_.update_half(c, PeeringId(ns, network, name), args)
             else:
                 c.create_peering(ns, network, name, q["remote_network"], q.get("remote_namespace"),
-                                 q.get("remote_uid"), ttl, q.get("description") or "")
+                                 q.get("remote_uid"), ttl, q.get("description") or "",
+                                 remote_site=q.get("remote_site") or "")
         except service_errors.NetpeerError as exc:
             where = f"network {ns}/{network}: peerings[{name}]: {exc.message}"
             if is_peering_conflict(exc):

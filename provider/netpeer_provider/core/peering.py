@@ -24,8 +24,8 @@ from netpeer_provider.core.session import Session, default_namespace
 from netpeer_provider.core.values import given, known
 
 SCHEMA = schema.NETWORK_PEERING
-_ECHOED = ("namespace", "network", "name", "remote_namespace", "remote_network", "description", "ttl",
-           "wait_for_bound")
+_ECHOED = ("namespace", "network", "name", "remote_namespace", "remote_network", "remote_site", "description",
+           "ttl", "wait_for_bound")
 _STATUS = ("phase", "reason", "message", "network_uid", "last_phase_transition_time", "expires_at")
 _PREVIEWED = ("phase", "reason", "message")  # what a validate-only create tells before anything exists
 _UPDATABLE = ("description", "wait_for_bound")  # ttl and remote_uid too, compared once normalised
@@ -37,8 +37,8 @@ def outputs(inputs: Mapping[str, Any], p: Mapping[str, Any]) -> dict[str, Any]:
     """The outputs from the inputs and the service's peering (``Client`` form)."""
     out = {k: inputs.get(k) for k in _ECHOED}
     out.update(namespace=p["namespace"], remote_namespace=p["remote_namespace"],
-               pinned_remote_uid=inputs.get("remote_uid") or None, remote_uid=p["remote_uid"],
-               ttl=p["ttl"], description=p["description"])
+               remote_site=p.get("remote_site") or "", pinned_remote_uid=inputs.get("remote_uid") or None,
+               remote_uid=p["remote_uid"], ttl=p["ttl"], description=p["description"])
     out.update({k: p[k] for k in _STATUS})
     return out
 
@@ -62,6 +62,7 @@ def check(news: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], li
     for field in ("namespace", "network", "remote_namespace", "remote_network"):
         run(field, validate.name)
     run("name", lambda f, v: validate.name(f, v, peering=True))
+    run("remote_site", validate.site)
     run("remote_uid", validate.uid)
     run("ttl", lambda f, v: validate.format_duration(validate.ttl(f, v)))
     run("description", validate.description)
@@ -74,7 +75,7 @@ def check(news: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], li
         if not news.get(field):
             failures.append(Failure(f"{prefix}{field}", f"{prefix}{field} is required"))
     ns, rns = news.get("namespace"), news.get("remote_namespace") or news.get("namespace")
-    same = (rns, news.get("remote_network")) == (ns, news.get("network"))
+    same = (rns, news.get("remote_network")) == (ns, news.get("network")) and not news.get("remote_site")
     if same and ns and known([ns, rns, news.get("network"), news.get("remote_network")]):  # UNKNOWN == UNKNOWN
         failures.append(Failure(f"{prefix}remote_network", f"{prefix}remote_network: a network cannot peer "
                                 "with itself"))
@@ -125,7 +126,8 @@ def _create_args(c, props: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     ttl = validate.ttl("ttl", props["ttl"]) if props.get("ttl") else None
     return ns, dict(namespace=ns, network=props["network"], name=props["name"],
                     remote_network=props["remote_network"], remote_namespace=props.get("remote_namespace") or None,
-                    remote_uid=props.get("remote_uid") or None, ttl=ttl, description=props.get("description") or "")
+                    remote_uid=props.get("remote_uid") or None, ttl=ttl, description=props.get("description") or "",
+                    remote_site=props.get("remote_site") or "")
 
 
 def create(session: Session, props: Mapping[str, Any]) -> Created:
@@ -195,7 +197,7 @@ def preview(session: Session, props: Mapping[str, Any]) -> Created:
     refusals (grants, names, quotas) raise, as the create would."""
     out = {k: props.get(k) for k in _ECHOED if known(props.get(k))}
     if not all(known(props.get(k)) for k in ("namespace", "network", "name", "remote_namespace",
-                                              "remote_network", "remote_uid", "ttl", "description")):
+                                              "remote_network", "remote_site", "remote_uid", "ttl", "description")):
         return Created("", out)
 
     def run(c):
@@ -211,7 +213,7 @@ def preview(session: Session, props: Mapping[str, Any]) -> Created:
             return Created("", out)
         raise
     out.update({k: p[k] for k in _PREVIEWED}, namespace=p["namespace"], remote_namespace=p["remote_namespace"],
-               ttl=p["ttl"])
+               remote_site=p.get("remote_site") or "", ttl=p["ttl"])
     return Created("", out, settle(session, "", out, p, 0, preview=True))
 
 
@@ -251,6 +253,8 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
     inputs = {"namespace": pid.namespace, "network": pid.network, "name": pid.name,
               "remote_network": p["remote_network"], "remote_namespace": p["remote_namespace"],
               "description": p["description"], "ttl": p["ttl"]}
+    if p.get("remote_site"):
+        inputs["remote_site"] = p["remote_site"]
     if props.get("pinned_remote_uid"):
         inputs["remote_uid"] = props["pinned_remote_uid"]
     inputs["wait_for_bound"] = props.get("wait_for_bound") or 0  # a setting of ours, not the service's

@@ -143,6 +143,8 @@ _REASONS = ("`AwaitingRemote`, `Bound`, `OverlappingPrefixes`, `RemoteWithdrawn`
 _PIN_HELP = ("Pins the remote network's uid: the peering binds only to that network. Changing or clearing it "
              "re-pins the peering in place, e.g. to the new uid after the remote network was re-created "
              "(reason `RemoteReplaced`).")
+_SITE_HELP = ("The site of the remote network when it is in another site (1-10 lower-case letters and digits, "
+              "starting with a letter); empty for this site.")
 _TTL_HELP = ("How long the peering may stay Pending or Failed before the service deletes it: "
              "seconds or a duration like `90s`, `12h`, `7d` (1s to 365d).")
 
@@ -151,6 +153,7 @@ INLINE_PEERING = object_of(
     Field("name", STRING, _REQ, "The peering's name, unique in its network."),
     Field("remote_network", STRING, _REQ, "The name of the network to peer with."),
     Field("remote_namespace", STRING, _OPT, "The remote network's namespace; defaults to this network's."),
+    Field("remote_site", STRING, _OPT, _SITE_HELP + " Changing it withdraws the peering and declares it anew."),
     Field("remote_uid", STRING, _OPT, _PIN_HELP),
     Field("ttl", STRING, _OPT, _TTL_HELP, default="7d"),
     Field("description", STRING, _OPT, "Free text about the peering.", default=""),
@@ -161,6 +164,7 @@ PEERING_STATUS = object_of(
     Field("name", STRING, _OUT, "The peering's name."),
     Field("remote_namespace", STRING, _OUT, "The remote network's namespace."),
     Field("remote_network", STRING, _OUT, "The remote network's name."),
+    Field("remote_site", STRING, _OUT, "The remote network's site; empty when it is in this site."),
     Field("phase", STRING, _OUT, "`Pending`, `Bound` or `Failed`."),
     Field("reason", STRING, _OUT, "Why it is in that phase: " + _REASONS),
     Field("remote_uid", STRING, _OUT, "The remote network's uid, pinned or learned when the peering bound."),
@@ -214,8 +218,8 @@ NETWORK_PEERING = Resource(
     "One side's consent to peer its network with another network. It is Pending until the other side "
     "declares the matching half, then Bound (traffic flows), or Failed when prefixes overlap. The answer is "
     "the same whether the remote network exists or not: if it stays Pending, check the names on both sides. "
-    "Changing the network, name, namespace or remote replaces it; description, ttl and remote_uid update in "
-    "place. A Failed peering is reported as a warning (or an error, with `error_on_not_bound`).",
+    "Changing the network, name, namespace or remote (its site included) replaces it; description, ttl and "
+    "remote_uid update in place. A Failed peering is reported as a warning (or an error, with `error_on_not_bound`).",
     "namespaces/{namespace}/networks/{network}/peerings/{name}",
     (
         Field("namespace", STRING, _OC, "The namespace of the local network. " + _NS_HELP, replaces=True),
@@ -226,6 +230,7 @@ NETWORK_PEERING = Resource(
         Field("remote_namespace", STRING, _OC, "The remote network's namespace; defaults to this peering's.",
               replaces=True),
         Field("remote_network", STRING, _REQ, "The name of the network to peer with.", replaces=True),
+        Field("remote_site", STRING, _OPT, _SITE_HELP, replaces=True, default=""),
         Field("remote_uid", STRING, _OC, _PIN_HELP + " The output is the pinned uid, or the one learned when "
               "the peering bound.", declared_as="pinned_remote_uid"),
         Field("ttl", STRING, _OC, _TTL_HELP + " The output is normalised (`168h` shows as `7d`).", default="7d"),

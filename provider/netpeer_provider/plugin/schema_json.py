@@ -84,8 +84,8 @@ def _object(t: schema.Type, description: str) -> dict[str, Any]:
 
 _ALWAYS_SET = {"Network": {"name", "namespace", "uid", "subnets", "routes", "description", "peerings",
                            "peered_networks"},
-               "NetworkPeering": {"namespace", "network", "name", "remote_namespace", "remote_network", "ttl",
-                                  "description", "wait_for_bound", "phase", "reason", "message", "network_uid",
+               "NetworkPeering": {"namespace", "network", "name", "remote_namespace", "remote_network", "remote_site",
+                                  "ttl", "description", "wait_for_bound", "phase", "reason", "message", "network_uid",
                                   "last_phase_transition_time"}}
 
 
