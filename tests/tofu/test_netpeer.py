@@ -201,8 +201,8 @@ def test_import_by_command_and_by_block_then_empty_plan(modules, netpeerd):
     assert errors(bad) == ["Error: id: 'net-a/to-b' is not a peering id "
                            "(namespaces/NS/networks/NETWORK/peerings/NAME)"], bad.stdout + bad.stderr
     missing = a.run("import", "-input=false", "netpeer_network.a", "namespaces/team-a/networks/net-q", ok=(1,))
-    assert errors(missing) == ["Error: cannot import netpeer_network 'namespaces/team-a/networks/net-q': it does "
-                               "not exist, or the token cannot see it"], missing.stdout + missing.stderr
+    assert errors(missing) == ["Error: importing network namespaces/team-a/networks/net-q: it does not exist; "
+                               "check the id (namespaces/{namespace}/networks/{name})"], missing.stdout + missing.stderr
 
     a.run("import", "-input=false", "netpeer_network.a", "namespaces/team-a/networks/net-a")
     a.run("import", "-input=false", "netpeer_peering.to_b", PEERING_A)
