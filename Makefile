@@ -1,7 +1,7 @@
 # netpeer: the two commands a newcomer needs are `make demo` and `make test`.
 PY := .venv/bin/python
 
-.PHONY: setup demo demo-down walkthrough test test-fast check-proto proto clean help bench bench-quick
+.PHONY: setup demo demo-down walkthrough test test-fast check-proto proto schema check-schema clean help bench bench-quick
 
 setup:                ## install OVN, Open vSwitch and the Python environment
 	bash scripts/setup.sh
@@ -21,7 +21,13 @@ check-proto: setup    ## the generated gRPC code matches schema/
 proto: setup          ## regenerate the gRPC code from schema/
 	PYTHON=$(PY) bash scripts/gen-proto.sh
 
-test: setup check-proto  ## the whole suite, against real OVN daemons
+schema: setup         ## regenerate schema/pulumi/schema.json from the provider core
+	$(PY) -m netpeer_provider.plugin.schema_json > schema/pulumi/schema.json
+
+check-schema: setup   ## schema/pulumi/schema.json is what the provider core describes
+	$(PY) -m netpeer_provider.plugin.schema_json --check schema/pulumi/schema.json
+
+test: setup check-proto check-schema  ## the whole suite, against real OVN daemons
 	$(PY) -m pytest -q -rfEs
 
 test-fast: setup      ## unit tests only

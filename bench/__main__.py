@@ -29,7 +29,7 @@ FULL = {
     "lflow_pairs": {100: 10, 1000: 10, 10000: 0},   # same per pair at any size; at 10,000 a count costs minutes
     "cli_reps": {100: 0, 1000: 5, 10000: 0},
     "bulk": {"networks": 500, "pairs": 1000, "concurrency": 32},
-    "pulumi": {"counts": [50, 200], "reps": 1},
+    "pulumi": {"counts": [50, 200], "reps": 5},   # medians of 5, interleaved: the machine is shared
     "tofu": {"counts": [50, 200], "reps": 1, "startup_samples": 10},
     "shapes": {"sizes": [1000], "samples": 6, "lflow_pairs": 10},
     "stores": {"networks": 500, "pairs": 1000, "concurrency": 32, "binds": 200},

@@ -16,7 +16,7 @@ TARGETS = {
     "bind_p99_1000_ms": 50.0,     # bind p99 at 1,000 networks
     "bind_p99_growth": 1.2,       # p99 at 10,000 within 1.2x of p99 at 100
     "ttt_p99_1000_ms": 1000.0,    # time to traffic (first ping) p99 at 1,000 networks
-    "pulumi_overhead_pct": 10.0,  # provider over the do-nothing stack
+    "pulumi_overhead_pct": 10.0,  # provider over the floor: do-nothing stack + the service's own cost
 }
 
 
@@ -124,10 +124,11 @@ def _targets(s: dict) -> dict:
         t["time to traffic p99 < 1 s at 1,000 networks"] = {"value": v, "target": TARGETS["ttt_p99_1000_ms"],
                                                             "met": v < TARGETS["ttt_p99_1000_ms"]}
     if s["pulumi"]:
-        worst = max((v["overhead_pct"], k) for k, v in s["pulumi"].items() if not k.startswith("destroy"))
-        t["provider overhead < 10% over do-nothing"] = {"value": worst[0], "worst": worst[1],
-                                                       "target": TARGETS["pulumi_overhead_pct"],
-                                                       "met": worst[0] < TARGETS["pulumi_overhead_pct"]}
+        for face in sorted({v.get("face", "dynamic") for v in s["pulumi"].values()}):
+            worst = max((v["overhead_pct"], k) for k, v in s["pulumi"].items() if v.get("face", "dynamic") == face)
+            t[f"{face} provider overhead < 10% over the floor (do-nothing + service)"] = {
+                "value": worst[0], "worst": worst[1], "target": TARGETS["pulumi_overhead_pct"],
+                "met": worst[0] < TARGETS["pulumi_overhead_pct"]}
     return t
 
 
@@ -242,9 +243,16 @@ def _md_pulumi(data: dict, s: dict) -> list[str]:
     if not s["pulumi"]:
         return []
     lines = ["", "## Pulumi (real CLI, local backend)", "",
-              "| operation, resources | netpeer s | do-nothing s | overhead |", "|---|---|---|---|"]
-    for k, v in s["pulumi"].items():
-        lines.append(f"| {k} | {_f(v['netpeer_s'], 2)} | {_f(v['noop_s'], 2)} | {_f(v['overhead_pct'])}% |")
+             "Medians. Seconds until quiescent (the CLI returned and ovn-northd caught up); the floor is the "
+             "do-nothing stack plus the service's own calls. Last two columns: until the CLI returned.", "",
+             "| face | operation | resources | netpeer s | do-nothing s | service s | floor s | over floor | "
+             "netpeer returned s | over do-nothing (returned) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for v in s["pulumi"].values():
+        lines.append(f"| {v.get('face', 'dynamic')} | {v.get('op', '')} | {v.get('count', '')} | "
+                     f"{_f(v['netpeer_s'], 2)} | {_f(v['noop_s'], 2)} | {_f(v.get('service_s', 0), 2)} | "
+                     f"{_f(v.get('floor_s', v['noop_s']), 2)} | {_f(v['overhead_pct'])}% | "
+                     f"{_f(v.get('netpeer_returned_s', v['netpeer_s']), 2)} | "
+                     f"{_f(v.get('over_noop_pct', v['overhead_pct']))}% |")
     return lines
 
 
@@ -391,15 +399,17 @@ def _plot_bulk(plt, data: dict, s: dict):
 def _plot_pulumi(plt, data: dict, s: dict):
     if not s["pulumi"]:
         return None
-    keys = [k for k in s["pulumi"] if not k.startswith("destroy")]
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    keys = list(s["pulumi"])
+    fig, ax = plt.subplots(figsize=(9.6, 3.6))
     x = range(len(keys))
     ax.bar([i - 0.2 for i in x], [s["pulumi"][k]["netpeer_s"] for k in keys], 0.4, label="netpeer")
     ax.bar([i + 0.2 for i in x], [s["pulumi"][k]["noop_s"] for k in keys], 0.4, label="do-nothing")
+    ax.bar([i + 0.2 for i in x], [s["pulumi"][k].get("service_s", 0) for k in keys], 0.4,
+           bottom=[s["pulumi"][k]["noop_s"] for k in keys], label="+ service (floor)")
     ax.set_xticks(list(x))
-    ax.set_xticklabels(keys, rotation=20, fontsize=8)
+    ax.set_xticklabels(keys, rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("seconds")
-    ax.set_title("pulumi: netpeer resources vs do-nothing resources")
+    ax.set_title("pulumi: netpeer resources vs the floor (do-nothing + service)")
     ax.legend(fontsize=8)
     return fig
 

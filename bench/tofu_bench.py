@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from bench.deploy import ADMIN_TOKEN, ROOT, Deployment, load_average
-from bench.pulumi_bench import Stack, pulumi_bin
+from bench.pulumi_bench import Stack, toolchain
 
 COOKIE = {"TF_PLUGIN_MAGIC_COOKIE": "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2",
           "PLUGIN_PROTOCOL_VERSIONS": "6"}
@@ -99,7 +99,7 @@ class Module:
 
 def run(counts: list[int], reps: int = 1, startup_samples: int = 10) -> dict:
     tofu = Path(_script("install-opentofu.sh", {**os.environ, "PYTHON": sys.executable})) / "tofu"
-    pulumi = pulumi_bin()
+    pulumi = toolchain()
     out: dict = {"counts": counts, "reps": reps, "runs": {}, "load": {}}
     with Deployment(chassis=False) as d:
         home = d.dir / "tofu-home"

@@ -26,7 +26,7 @@ set -euo pipefail
 
 DEFAULT_PULUMI_VERSION=3.259.0
 # Bump when the build recipe changes in a way that must invalidate cached binaries.
-RECIPE=2
+RECIPE=3
 
 log() { printf 'install-pulumi: %s\n' "$*" >&2; }
 die() { printf 'install-pulumi: error: %s\n' "$*" >&2; exit 1; }
@@ -45,17 +45,32 @@ prefix="$cache_root/pulumi/$V"
 bin="$prefix/bin"
 programs=(pulumi pulumi-language-python pulumi-language-python-exec pulumi-resource-pulumi-python)
 
-stamp_value() {
-    { printf 'recipe=%s version=%s\n' "$RECIPE" "$V"; cat "$helper_src"; } | sha256sum | cut -d' ' -f1
+# Two parts, each with its own stamp: the CLI with the sdk module's launcher scripts (recipe and
+# version), and our Python host (its source). Changing the host rebuilds only the host; the host's stamp
+# lives inside bin/, so anything that replaces bin/ wholesale makes it rebuild.
+stamp_cli() {
+    printf 'recipe=%s version=%s\n' "$RECIPE" "$V" | sha256sum | cut -d' ' -f1
+}
+stamp_host() {
+    { printf 'version=%s\n' "$V"; cat "$helper_src"; } | sha256sum | cut -d' ' -f1
+}
+
+cli_ok() {
+    local p
+    for p in pulumi pulumi-language-python-exec pulumi-resource-pulumi-python; do
+        [[ -x "$bin/$p" && -f "$bin/$p" ]] || return 1
+    done
+    [[ -f "$prefix/.stamp-cli" && "$(cat "$prefix/.stamp-cli")" == "$(stamp_cli)" ]] || return 1
+    [[ "$(PULUMI_SKIP_UPDATE_CHECK=true "$bin/pulumi" version 2>/dev/null)" == "$V" ]] || return 1
+}
+
+host_ok() {
+    [[ -x "$bin/pulumi-language-python" && -f "$bin/.stamp-python-host" ]] || return 1
+    [[ "$(cat "$bin/.stamp-python-host")" == "$(stamp_host)" ]]
 }
 
 cached_ok() {
-    local p
-    for p in "${programs[@]}"; do
-        [[ -x "$bin/$p" && -f "$bin/$p" ]] || return 1
-    done
-    [[ -f "$prefix/.stamp" && "$(cat "$prefix/.stamp")" == "$(stamp_value)" ]] || return 1
-    [[ "$(PULUMI_SKIP_UPDATE_CHECK=true "$bin/pulumi" version 2>/dev/null)" == "$V" ]] || return 1
+    cli_ok && host_ok
 }
 
 if cached_ok; then
@@ -88,7 +103,11 @@ if command -v flock >/dev/null 2>&1; then
     fi
 fi
 
-log "building pulumi $V from Go modules (first time, several minutes)..."
+if cli_ok; then
+    log "building our Python language host against pulumi $V (its source changed)..."
+else
+    log "building pulumi $V from Go modules (first time, several minutes)..."
+fi
 start=$(date +%s)
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/netpeer-pulumi-build.XXXXXX")"
@@ -96,7 +115,7 @@ stage="$prefix/bin.new.$$"
 cleanup() {
     rm -rf "$work" "$stage"
     # Leave no empty version directory behind after a failed first build.
-    if [[ ! -d "$bin" ]]; then rm -f "$prefix/.lock" "$prefix/.stamp"; rmdir "$prefix" 2>/dev/null || true; fi
+    if [[ ! -d "$bin" ]]; then rm -f "$prefix/.lock" "$prefix/.stamp-cli"; rmdir "$prefix" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
 
@@ -169,13 +188,27 @@ cp "$helper_src" "$work/cmd/pulumi-language-python/main.go"
 ldflags="-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$V"
 rm -rf "$stage" && mkdir -p "$stage"
 
+build_host() { # into $1
+    log "compiling pulumi-language-python..."
+    (cd "$work" && "$go_bin" build -p 2 -trimpath -ldflags "$ldflags" -o "$1/pulumi-language-python" \
+        ./cmd/pulumi-language-python) || die "go build of pulumi-language-python failed (see messages above)"
+    stamp_host >"$1/.stamp-python-host"
+}
+
+if cli_ok; then
+    # Only the host changed: replace it (and its stamp) in place.
+    build_host "$stage"
+    mv -f "$stage/pulumi-language-python" "$bin/pulumi-language-python"
+    mv -f "$stage/.stamp-python-host" "$bin/.stamp-python-host"
+    log "built pulumi-language-python in $(( $(date +%s) - start ))s: $bin"
+    printf '%s\n' "$bin"
+    exit 0
+fi
+
 log "compiling pulumi (the big one; -p 2)..."
 (cd "$work" && "$go_bin" build -p 2 -trimpath -ldflags "$ldflags" -o "$stage/pulumi" \
     github.com/pulumi/pulumi/pkg/v3/cmd/pulumi) || die "go build of pulumi $V failed (see messages above)"
-
-log "compiling pulumi-language-python..."
-(cd "$work" && "$go_bin" build -p 2 -trimpath -ldflags "$ldflags" -o "$stage/pulumi-language-python" \
-    ./cmd/pulumi-language-python) || die "go build of pulumi-language-python failed (see messages above)"
+build_host "$stage"
 
 # Helper scripts shipped inside the sdk module (read-only, not executable there).
 install -m 0755 "$sdk_dir/python/cmd/pulumi-language-python-exec" "$stage/pulumi-language-python-exec"
@@ -187,13 +220,24 @@ dyn_py='import importlib.util as u, runpy; runpy.run_module("netpeer_provider.dy
 grep -q -- '-u -m pulumi.dynamic \$@' "$stage/pulumi-resource-pulumi-python" \
   || die "unexpected pulumi-resource-pulumi-python in the sdk module: cannot add netpeer's import support"
 sed -i "s|-u -m pulumi.dynamic \\\$@|-u -c '$dyn_py' \"\\\$@\"|" "$stage/pulumi-resource-pulumi-python"
+# Started outside a program (`pulumi import` loading the schema to write code), the launcher knows no
+# virtualenv: use the project's (Pulumi.yaml's runtime option), as the program's language host would.
+venv_patch='# netpeer: outside a program, the virtualenv of the project in the working directory.
+if [ -z "${PULUMI_RUNTIME_VIRTUALENV:-}" ] && [ -z "${PULUMI_PYTHON_CMD:-}" ] && [ -f Pulumi.yaml ]; then
+    PULUMI_RUNTIME_VIRTUALENV=$(sed -n "s/^[[:space:]]*virtualenv:[[:space:]]*\"\{0,1\}\([^\"]*\)\"\{0,1\}[[:space:]]*$/\1/p" Pulumi.yaml | head -n 1)
+fi'
+grep -q '^if \[ -n "\${PULUMI_RUNTIME_VIRTUALENV:-}" \] ; then$' "$stage/pulumi-resource-pulumi-python" \
+  || die "unexpected pulumi-resource-pulumi-python in the sdk module: cannot add the project's virtualenv"
+PATCH="$venv_patch" awk '/^if \[ -n "\$\{PULUMI_RUNTIME_VIRTUALENV:-\}" \] ; then$/ && !done { print ENVIRON["PATCH"]; print ""; done = 1 } { print }' \
+  "$stage/pulumi-resource-pulumi-python" >"$stage/launcher" && mv "$stage/launcher" "$stage/pulumi-resource-pulumi-python"
+chmod 0755 "$stage/pulumi-resource-pulumi-python"
 
 got="$(PULUMI_SKIP_UPDATE_CHECK=true "$stage/pulumi" version 2>/dev/null || true)"
 [[ "$got" == "$V" ]] || die "built pulumi reports version '$got', expected $V"
 
 rm -rf "$bin"
 mv "$stage" "$bin"
-stamp_value >"$prefix/.stamp"
+stamp_cli >"$prefix/.stamp-cli"
 
 log "built pulumi $V in $(( $(date +%s) - start ))s: $bin"
 printf '%s\n' "$bin"

@@ -42,10 +42,13 @@ os="$(uname -s | tr '[:upper:]' '[:lower:]')"
 
 wrapper="#!/bin/sh
 # netpeer's OpenTofu/Terraform provider $version (installed by scripts/install-tofu-provider.sh).
-# -I: the root module's directory (tofu's working directory) is not put on Python's path.
+# -I: the root module's directory (tofu's working directory) is not put on Python's path; this checkout's own
+# sources come first (several checkouts may share one Python environment).
 : \"\${NETPEER_TOFU_STUBS:=$stubs}\"
 export NETPEER_TOFU_STUBS
-exec \"$py\" -I -m netpeer_provider.tofu netpeer_provider.tofu.netpeer:NetpeerProvider \"\$@\"
+exec \"$py\" -I -c \"import runpy, sys; sys.path[:0] = ['$repo_dir', '$repo_dir/provider'];
+runpy.run_module('netpeer_provider.tofu', run_name='__main__', alter_sys=True)\" \\
+    netpeer_provider.tofu.netpeer:NetpeerProvider \"\$@\"
 "
 
 name="terraform-provider-netpeer_v$version"

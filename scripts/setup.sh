@@ -3,18 +3,23 @@
 #   - Debian packages: OVN central + host, Open vSwitch, iproute2, PostgreSQL (replicas), ...
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
+#   - its YAML and Node.js language hosts and the TypeScript SDK (scripts/install-pulumi-languages.sh; cached)
+#   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh)
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
 #     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
-# Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI, --no-opentofu OpenTofu.
+# Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI (and the languages),
+# --no-pulumi-languages only the YAML/TypeScript toolchain, --no-opentofu OpenTofu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "setup: $*" >&2; }
 
 want_pulumi=1
+want_pulumi_languages=1
 want_opentofu=1
 for arg in "$@"; do
   case "$arg" in
     --no-pulumi) want_pulumi=0 ;;
+    --no-pulumi-languages) want_pulumi_languages=0 ;;
     --no-opentofu) want_opentofu=0 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
@@ -84,6 +89,13 @@ fi
 # --- Pulumi CLI --------------------------------------------------------------
 if [ "$want_pulumi" = 1 ]; then
   bash scripts/install-pulumi.sh >/dev/null
+  # The provider plugin for YAML, TypeScript, ... programs: `pulumi plugin ls` lists it.
+  bash scripts/install-pulumi-plugin.sh >/dev/null
+  if [ "$want_pulumi_languages" = 1 ]; then
+    # Not fatal: the Python toolchain works without it.
+    bash scripts/install-pulumi-languages.sh >/dev/null \
+      || say "warning: the YAML/TypeScript toolchain for Pulumi failed to install (see above)"
+  fi
 fi
 
 # --- OpenTofu ----------------------------------------------------------------

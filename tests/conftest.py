@@ -106,6 +106,20 @@ def pulumi_bin() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="session")
+def pulumi_languages(pulumi_bin: Path) -> Path:
+    """The YAML and Node.js language hosts next to the CLI, and the TypeScript SDK generated from
+    schema/pulumi/schema.json (scripts/install-pulumi-languages.sh; cached). Missing is a failure."""
+    out = subprocess.run(["bash", str(ROOT / "scripts/install-pulumi-languages.sh")], capture_output=True,
+                         text=True, timeout=1800)
+    if out.returncode != 0 or "TypeScript programs cannot run" in out.stderr or "skipping the TypeScript" in out.stderr:
+        pytest.fail(f"the YAML/TypeScript toolchain for Pulumi is not available: {out.stderr.strip()[-2000:]}")
+    for host in ("pulumi-language-yaml", "pulumi-language-nodejs"):
+        if not (pulumi_bin / host).exists():
+            pytest.fail(f"{host} is not next to the pulumi CLI in {pulumi_bin}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture
 def stacks(netpeerd: Netpeerd, pulumi_bin: Path, state_dir: Path):
     """A factory of example stacks configured against netpeerd."""
@@ -115,6 +129,7 @@ def stacks(netpeerd: Netpeerd, pulumi_bin: Path, state_dir: Path):
     made: list[Stack] = []
 
     def make(example: str, token: str, name: str = "dev") -> Stack:
+        """A stack of ``example`` (YAML and TypeScript ones get netpeer's plugin in their Pulumi home)."""
         s = Stack(example, state_dir, pulumi_bin, backend, home, name)
         s.config("netpeer:endpoint", netpeerd.endpoint)
         s.config("netpeer:token", token, secret=True)

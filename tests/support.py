@@ -206,11 +206,19 @@ class Stack:
                         PULUMI_SKIP_CONFIRMATIONS="true", NO_COLOR="1",
                         # Plugins started outside a program (`pulumi import`) use this interpreter.
                         PULUMI_PYTHON_CMD=str(venv / "bin" / "python"))
+        self.runtime = next((line.split(":", 1)[1].strip() for line in project.splitlines()
+                             if line.startswith("runtime:") and line.split(":", 1)[1].strip()), "python")
+        if self.runtime != "python":  # YAML, TypeScript: netpeer's provider plugin, in this Pulumi home
+            out = subprocess.run(["bash", str(ROOT / "scripts/install-pulumi-plugin.sh")], capture_output=True,
+                                 text=True, timeout=600, env={**self.env, "NETPEER_PYTHON": sys.executable})
+            if out.returncode != 0:
+                pytest.fail(f"netpeer's Pulumi plugin cannot be installed: {out.stderr.strip()[-2000:]}")
         self.run("stack", "init", name)
 
-    def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    def run(self, *args: str, check: bool = True, timeout: float = 300,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         proc = subprocess.run(["pulumi", *args, "--non-interactive", "--color", "never"], cwd=self.dir,
-                              env=self.env, capture_output=True, text=True, timeout=timeout)
+                              env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"pulumi {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
                                  f"{proc.stderr[-4000:]}")
@@ -219,8 +227,8 @@ class Stack:
     def config(self, key: str, value: str, secret: bool = False) -> None:
         self.run("config", "set", *(["--secret"] if secret else ["--plaintext"]), key, value)
 
-    def up(self, check: bool = True) -> subprocess.CompletedProcess:
-        return self.run("up", "--yes", "--skip-preview", check=check)
+    def up(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.run("up", "--yes", "--skip-preview", *args, check=check)
 
     def outputs(self) -> dict:
         return json.loads(self.run("stack", "output", "--json", "--show-secrets").stdout)

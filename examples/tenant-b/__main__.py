@@ -1,7 +1,8 @@
 """Team B: a network, and team B's consent to peer it with team A's network.
 
 Settings (pulumi config): netpeer:endpoint, netpeer:token (secret, granting
-team-b), and optionally subnets, routes, remoteNamespace, remoteNetwork.
+team-b), and optionally subnets, routes, remoteNamespace, remoteNetwork,
+waitForBound.
 """
 
 import pulumi
@@ -22,6 +23,7 @@ peering = netpeer.NetworkPeering(
     remote_namespace=config.get("remoteNamespace") or "team-a",
     remote_network=config.get("remoteNetwork") or "net-a",
     description="team B consents to team A",
+    wait_for_bound=config.get_float("waitForBound") or 0,
 )
 
 pulumi.export("network_uid", network.uid)

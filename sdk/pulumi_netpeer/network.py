@@ -19,6 +19,7 @@ class InlinePeeringArgs:
     name: pulumi.Input[str]
     remote_network: pulumi.Input[str]
     remote_namespace: Optional[pulumi.Input[str]] = None
+    remote_site: Optional[pulumi.Input[str]] = None
     remote_uid: Optional[pulumi.Input[str]] = None
     ttl: Optional[pulumi.Input[str]] = None
     description: Optional[pulumi.Input[str]] = None
@@ -46,7 +47,8 @@ class Network(Resource, module="netpeer", name="Network"):
         (``"10.9.0.0/24"`` or ``"10.9.0.0/24 via 10.1.0.5"``).
     :param namespace: defaults to the token's namespace when it grants exactly one.
     :param peerings: peerings declared inline (``InlinePeeringArgs`` or dicts with
-        ``name``, ``remote_network``, optional ``remote_namespace``, ``remote_uid``, ``ttl``).
+        ``name``, ``remote_network``, optional ``remote_namespace``, ``remote_site``, ``remote_uid``,
+        ``ttl``, ``description``; changing the remote, its site included, withdraws and re-declares it).
 
     Changing ``name`` or ``namespace`` replaces the network; subnets, routes,
     description and inline peerings update in place.
@@ -86,4 +88,4 @@ class Network(Resource, module="netpeer", name="Network"):
             "description": description or "", "peerings": inline,
             "uid": None, "inline_peerings": None, "peered_networks": None,
         }
-        super().__init__(NetworkProvider(), resource_name, props, opts)
+        super().__init__(NetworkProvider(), resource_name, props, _registry.options(opts))

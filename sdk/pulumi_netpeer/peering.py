@@ -19,6 +19,7 @@ class NetworkPeeringArgs:
     name: Optional[pulumi.Input[str]] = None
     namespace: Optional[pulumi.Input[str]] = None
     remote_namespace: Optional[pulumi.Input[str]] = None
+    remote_site: Optional[pulumi.Input[str]] = None
     remote_uid: Optional[pulumi.Input[str]] = None
     ttl: Optional[pulumi.Input[str]] = None
     description: Optional[pulumi.Input[str]] = None
@@ -36,15 +37,22 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
     :param network: the local network's name (e.g. ``my_network.name``).
     :param remote_network: the other network's name.
     :param remote_namespace: its namespace; defaults to this peering's namespace.
+    :param remote_site: its site when it is in another site (e.g. ``"west"``); empty (default) for this site.
     :param remote_uid: pins the remote network's identity (learned on binding otherwise).
+        Changing or clearing it re-pins in place: after the other team deleted and
+        re-created its network (reason ``RemoteReplaced``), set it to the new uid.
     :param ttl: how long the peering may stay Pending or Failed before it is deleted
         (``"90s"``, ``"12h"``, ``"7d"``; default 7 days).
-    :param wait_for_bound: seconds ``pulumi up`` waits for Bound; if it is not Bound
-        in time the update fails with the phase and reason (and a newly created half
-        is withdrawn again). 0 (default) does not wait.
+    :param wait_for_bound: seconds ``pulumi up`` waits for Bound, showing the phase as
+        it goes; it stops at once on Failed. If it is not Bound in time the peering
+        stays (it binds when the other side consents) and ``pulumi up`` warns, or fails
+        with ``netpeer:errorOnNotBound`` set to true. 0 (default) does not wait.
 
-    Changing the network, name, namespace or remote replaces the peering;
-    description and ttl update in place.
+    Changing the network, name, namespace or remote (its site included) replaces the peering (the old
+    half is withdrawn first); description, ttl and remote_uid update in place. A
+    Failed peering is a warning (an error with ``netpeer:errorOnNotBound``). To
+    rename the resource, keep its old name in ``aliases`` (``opts=pulumi.ResourceOptions(
+    aliases=[pulumi.Alias(name="old-name")])``) and set ``name`` to the peering's name.
     """
 
     namespace: pulumi.Output[str]
@@ -52,13 +60,15 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
     name: pulumi.Output[str]
     remote_namespace: pulumi.Output[str]
     remote_network: pulumi.Output[str]
+    remote_site: pulumi.Output[str]
+    """The remote network's site; empty when it is in this site."""
     remote_uid: pulumi.Output[Optional[str]]
     """The remote network's uid: pinned, or learned when the peering bound."""
     network_uid: pulumi.Output[str]
     phase: pulumi.Output[str]
     """``Pending``, ``Bound`` or ``Failed``."""
     reason: pulumi.Output[str]
-    """``AwaitingRemote``, ``Bound``, ``OverlappingPrefixes`` or ``RemoteWithdrawn``."""
+    """``AwaitingRemote``, ``Bound``, ``OverlappingPrefixes``, ``RemoteWithdrawn`` or ``RemoteReplaced``."""
     message: pulumi.Output[str]
     last_phase_transition_time: pulumi.Output[str]
     expires_at: pulumi.Output[Optional[str]]
@@ -72,18 +82,19 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
                  name: Optional[pulumi.Input[str]] = None, namespace: Optional[pulumi.Input[str]] = None,
                  remote_namespace: Optional[pulumi.Input[str]] = None, remote_uid: Optional[pulumi.Input[str]] = None,
                  ttl: Optional[pulumi.Input[str]] = None, description: Optional[pulumi.Input[str]] = None,
-                 wait_for_bound: Optional[pulumi.Input[float]] = None):
+                 wait_for_bound: Optional[pulumi.Input[float]] = None,
+                 remote_site: Optional[pulumi.Input[str]] = None):
         if args is not None:
             network, remote_network, name, namespace = args.network, args.remote_network, args.name, args.namespace
             remote_namespace, remote_uid, ttl = args.remote_namespace, args.remote_uid, args.ttl
-            description, wait_for_bound = args.description, args.wait_for_bound
+            description, wait_for_bound, remote_site = args.description, args.wait_for_bound, args.remote_site
         name = name if name is not None else resource_name
         _registry.declare(namespace, network, name, f"as NetworkPeering {resource_name!r}")
         props = {
             "namespace": namespace, "network": network, "name": name, "remote_namespace": remote_namespace,
-            "remote_network": remote_network, "remote_uid": remote_uid, "ttl": ttl,
+            "remote_network": remote_network, "remote_site": remote_site or "", "remote_uid": remote_uid, "ttl": ttl,
             "description": description or "", "wait_for_bound": wait_for_bound or 0,
             "phase": None, "reason": None, "message": None, "network_uid": None,
             "last_phase_transition_time": None, "expires_at": None, "pinned_remote_uid": None,
         }
-        super().__init__(NetworkPeeringProvider(), resource_name, props, opts)
+        super().__init__(NetworkPeeringProvider(), resource_name, props, _registry.options(opts))

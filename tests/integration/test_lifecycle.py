@@ -96,18 +96,22 @@ def test_overlap_with_another_bound_peer_fails(netpeerd):
 
 
 def test_no_enumeration(netpeerd):
-    """Missing, invisible and non-consenting remotes give the same answer."""
+    """Missing, invisible and non-consenting remotes give the same answer, to
+    a validate-only create (what a Pulumi preview asks) as to a real one."""
     a, b = netpeerd.tenant("team-a"), netpeerd.tenant("team-b")
     a.create_network("team-a", "net-a", ["10.1.0.0/24"])
     b.create_network("team-b", "exists", ["10.2.0.0/24"])
-    answers = []
-    for i, (ns, net) in enumerate([("team-b", "missing"), ("secret-ns", "hidden"), ("team-b", "exists")]):
-        p = a.create_peering("team-a", "net-a", f"p{i}", net, ns)
-        answers.append({k: p[k] for k in ("phase", "reason", "remote_uid", "expires_at")} | {
-            "message": p["message"].replace(f"{ns}/{net}", "X")})
-    for answer in answers:
+    answers: dict[bool, list] = {True: [], False: []}
+    for validate_only in (True, False):
+        for i, (ns, net) in enumerate([("team-b", "missing"), ("secret-ns", "hidden"), ("team-b", "exists")]):
+            p = a.create_peering("team-a", "net-a", f"p{i}", net, ns, validate_only=validate_only)
+            answers[validate_only].append({k: p[k] for k in ("phase", "reason", "remote_uid", "expires_at")} | {
+                "message": p["message"].replace(f"{ns}/{net}", "X"), "name": p["name"][:1]})
+    for answer in answers[True] + answers[False]:
         answer["expires_at"] = answer["expires_at"][:15]  # same minute
-    assert answers[0] == answers[1] == answers[2]
+    assert answers[True][0] == answers[True][1] == answers[True][2]
+    assert answers[False][0] == answers[False][1] == answers[False][2]
+    assert answers[True][0] == answers[False][0]   # a preview says what the create says, no more
 
 
 def test_network_delete_refused_while_peered(netpeerd):

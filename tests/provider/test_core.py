@@ -35,7 +35,7 @@ def test_the_core_imports_no_pulumi():
 
 
 def test_modules_stay_small():
-    for path in list(CORE.rglob("*.py")) + list(CORE.parent.glob("*.py")):
+    for path in CORE.parent.rglob("*.py"):   # the core, the dynamic providers and the plugin
         assert len(path.read_text().splitlines()) <= 400, path
 
 
@@ -59,11 +59,12 @@ def test_schema_is_complete_and_walkable():
                 assert resource.field(f.declared_as, output=True).role is schema.Role.COMPUTED
     assert {f.name for f in schema.PROVIDER.fields if f.secret} == {"token", "client_key"}
     assert [schema.camel_case(f.name) for f in schema.PROVIDER.fields] == \
-        ["endpoint", "token", "caCert", "clientCert", "clientKey"]
+        ["endpoint", "token", "caCert", "clientCert", "clientKey", "errorOnNotBound"]
     assert all(f.env and f.env.startswith("NETPEER_") for f in schema.PROVIDER.fields)
     assert [f.name for f in schema.NETWORK.replacing()] == ["name", "namespace"]
+    # remote_uid is not among them: a changed or cleared pin re-pins in place.
     assert [f.name for f in schema.NETWORK_PEERING.replacing()] == \
-        ["namespace", "network", "name", "remote_namespace", "remote_network", "remote_uid"]
+        ["namespace", "network", "name", "remote_namespace", "remote_network", "remote_site"]
     # Network.peerings: declarations in, status out (two fields, one name).
     assert schema.NETWORK.field("peerings").type.items.name == "InlinePeering"
     assert schema.NETWORK.field("peerings", output=True).type.items.name == "PeeringStatus"
@@ -155,7 +156,9 @@ NEW_PEERING = {"network": "n", "name": "p", "remote_network": "m", "remote_names
     ({"namespace": "c"}, ("namespace",), ()),
     ({"remote_network": "z"}, ("remote_network",), ()),
     ({"network": U}, ("network",), ()),
-    ({"remote_uid": "learned"}, ("remote_uid",), ()),  # pinning compares with what was pinned, not learned
+    ({"remote_uid": "learned"}, (), ("remote_uid",)),  # pinning compares with what was pinned, not learned
+    ({"remote_uid": U}, (), ("remote_uid",)),
+    ({"remote_uid": ""}, (), ()),                     # empty is unset
     ({"description": U}, (), ("description",)),
 ])
 def test_peering_diff(change, replaces, updates):
@@ -164,9 +167,11 @@ def test_peering_diff(change, replaces, updates):
         (bool(replaces or updates), replaces, updates, True)
 
 
-def test_peering_diff_unpinning_replaces():
+def test_peering_diff_repinning_and_unpinning_update_in_place():
     d = peering.diff({**OLD_PEERING, "pinned_remote_uid": "u"}, NEW_PEERING)
-    assert d.replaces == ("remote_uid",)
+    assert (d.replaces, d.updates, d.detailed()) == ((), ("remote_uid",), {"remote_uid": "update"})
+    d = peering.diff({**OLD_PEERING, "pinned_remote_uid": "u"}, {**NEW_PEERING, "remote_uid": "v", "network": "o"})
+    assert d.detailed() == {"remote_uid": "update", "network": "replace"}
 
 
 OLD_NETWORK = {"namespace": "a", "name": "n", "uid": "u", "subnets": ["10.1.0.0/24"], "routes": [],
@@ -214,6 +219,17 @@ def test_settings_come_from_config_then_environment():
                               {"NETPEER_TOKEN": "np_t", "NETPEER_ENDPOINT": "unix:///b", "NETPEER_CA_CERT": ""})
     assert (s.endpoint, s.token, s.ca_cert, s.client_key) == ("unix:///a", "np_t", None, None)
     assert "np_t" not in repr(s) and hash(s) == hash(core.Settings("unix:///a", "np_t"))
+    assert s.error_on_not_bound is False
+    assert core.Settings.resolve({"error_on_not_bound": "True"}, {}).error_on_not_bound is True
+    assert core.Settings.resolve({}, {"NETPEER_ERROR_ON_NOT_BOUND": "1"}).error_on_not_bound is True
+    assert core.Settings.resolve({"error_on_not_bound": False}, {}).error_on_not_bound is False
+
+
+def test_a_bad_boolean_setting_is_one_line_naming_it():
+    with pytest.raises(core.ProviderError) as info:
+        core.Settings.resolve({"error_on_not_bound": "maybe"}, {})
+    assert str(info.value) == ("error_on_not_bound: 'maybe' is not a boolean (true or false; "
+                               "NETPEER_ERROR_ON_NOT_BOUND likewise)")
 
 
 def test_missing_settings_say_how_to_set_them():

@@ -99,9 +99,9 @@ def test_lifecycle_import_and_gone(api):
     assert now.inputs["peerings"] == [{"name": "to-b", "remote_network": "net-b", "remote_namespace": "team-b",
                                        "ttl": "7d"}]
 
-    out = peering.update(a, p.id, p.outputs, {**TO_C, "description": "hello", "ttl": "2d"})
+    out = peering.update(a, p.id, p.outputs, {**TO_C, "description": "hello", "ttl": "2d"}).outputs
     assert (out["description"], out["ttl"]) == ("hello", "2d")
-    out = network.update(a, net.id, net.outputs, {**NET_A, "peerings": [], "routes": ["10.9.0.0/24"]})
+    out = network.update(a, net.id, net.outputs, {**NET_A, "peerings": [], "routes": ["10.9.0.0/24"]}).outputs
     assert out["routes"] == ["10.9.0.0/24"] and [x["name"] for x in out["peerings"]] == ["to-c"]
 
     peering.delete(a, p.id, out)
@@ -116,9 +116,17 @@ def test_errors_are_typed_one_liners(api):
     network.create(a, NET_A)
     with pytest.raises(core.Conflict) as info:
         peering.create(a, {**TO_C, "name": "to-b", "remote_namespace": "team-b", "remote_network": "net-b"})
-    assert str(info.value) == ("creating peering net-a/to-b: peering team-a/net-a/to-b already exists; a peering "
-                               "is managed either inline on its network or as a peering resource, not both")
+    assert str(info.value) == (
+        "creating peering net-a/to-b: peering team-a/net-a/to-b already exists: either it is declared twice (a "
+        "peering is managed either inline on its network or as a peering resource, not both), or the resource was "
+        "renamed (declare its old name as an alias), or a replace created the new one before deleting the old one "
+        "(delete first)")
     assert info.value.kind == "AlreadyExists"
+    # Another peering towards the same remote: a renamed resource, most likely.
+    with pytest.raises(core.Conflict) as info:
+        peering.create(a, {**TO_C, "name": "to-b2", "remote_namespace": "team-b", "remote_network": "net-b"})
+    assert str(info.value).endswith("one peering per remote network; perhaps the resource was renamed (declare its "
+                                    "old name as an alias)")
     with pytest.raises(core.ServiceError, match=r"^network team-a/net-x: peerings\[p2\]: .*one peering per remote"):
         network.create(a, {"name": "net-x", "subnets": ["10.3.0.0/24"], "peerings": [
             {"name": "p1", "remote_network": "net-a"}, {"name": "p2", "remote_network": "net-a"}]})
@@ -146,22 +154,55 @@ class FakeTime:
             self.on_sleep(self.now)
 
 
-def test_wait_for_bound_reports_progress_and_times_out(api):
+def test_wait_for_bound_reports_progress_and_keeps_the_half(api):
     lines = []
     a = api.session("team-a", progress=lines.append)
     network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
     c = a.client()
     p = c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
     t = FakeTime()
+    p = peering.wait_for_bound(a, c, p, 12, sleep=t.sleep, clock=t.clock)
+    assert (p["phase"], p["reason"]) == ("Pending", "AwaitingRemote") and t.now == 12.0
+    # A status line at the start and every 5 s: progress, not only the engine's timer.
+    assert lines == ["peering team-a/net-a/to-b is Pending (AwaitingRemote); waiting up to 12s for Bound",
+                     "peering team-a/net-a/to-b is Pending (AwaitingRemote); waited 5s of 12s for Bound",
+                     "peering team-a/net-a/to-b is Pending (AwaitingRemote); waited 10s of 12s for Bound"]
+    assert [x["name"] for x in c.list_peerings("team-a", "net-a")] == ["to-b"]  # never withdrawn
+
+
+def test_wait_for_bound_timeout_keeps_the_peering_and_warns_or_fails(api):
+    a = api.session("team-a")
+    network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
+    created = peering.create(a, {**TO_C, "wait_for_bound": 1})
+    assert created.outputs["phase"] == "Pending" and created.id.endswith("/to-c")
+    assert created.warnings == ("peering team-a/net-a/to-c is still Pending (AwaitingRemote: waiting for "
+                                "team-c/net-c to consent) after wait_for_bound=1s; it is kept and binds once the "
+                                "other side consents (a refresh shows it)",)
+    strict = core.Session(core.Settings(api.endpoint, api.token("team-a"), error_on_not_bound=True))
     with pytest.raises(core.NotBound) as info:
-        peering.wait_for_bound(a, c, p, 2, withdraw=True, sleep=t.sleep, clock=t.clock)
-    assert str(info.value) == ("peering team-a/net-a/to-b is Pending (AwaitingRemote: waiting for team-b/net-b to "
-                               "consent) after wait_for_bound=2s; this half was withdrawn again, run the apply "
-                               "again once the other side has consented")
-    assert (info.value.phase, info.value.withdrawn, info.value.path) == ("Pending", True, "wait_for_bound")
-    assert lines == ["peering team-a/net-a/to-b is Pending (AwaitingRemote); waiting up to 2s for Bound"]
-    assert c.list_peerings("team-a", "net-a") == []
-    assert t.now == 2.0
+        peering.update(strict, created.id, created.outputs, {**TO_C, "wait_for_bound": 1, "description": "x"})
+    assert str(info.value).endswith("; the peering is kept (error_on_not_bound is true)")
+    assert info.value.id == created.id and info.value.outputs["description"] == "x"
+    with api.client(api.token("team-a")) as c:
+        assert c.get_peering("team-a", "net-a", "to-c")["description"] == "x"
+
+
+def test_wait_for_bound_stops_at_once_on_failed(api):
+    a, b = api.session("team-a"), api.session("team-b")
+    network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
+    network.create(b, {"name": "net-b", "subnets": ["10.1.0.0/24"],
+                       "peerings": [{"name": "to-a", "remote_namespace": "team-a", "remote_network": "net-a"}]})
+    t = FakeTime()
+    c = a.client()
+    p = c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    assert p["phase"] == "Failed"
+    assert peering.wait_for_bound(a, c, p, 30, sleep=t.sleep, clock=t.clock)["phase"] == "Failed" and t.now == 0
+    c.delete_peering("team-a", "net-a", "to-b")
+    created = peering.create(a, {**TO_C, "name": "to-b", "remote_namespace": "team-b", "remote_network": "net-b",
+                                 "wait_for_bound": 30})
+    assert len(created.warnings) == 1 and created.warnings[0].startswith(
+        "peering team-a/net-a/to-b is Failed (OverlappingPrefixes): ")
+    assert "run pulumi up once" not in created.warnings[0] and "10.1.0.0/24" in created.warnings[0]
 
 
 def test_wait_for_bound_returns_once_bound(api):
@@ -176,9 +217,9 @@ def test_wait_for_bound_returns_once_bound(api):
         if now >= 1.0 and not b.client().list_peerings("team-b", "net-b"):
             b.client().create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
     t = FakeTime(consent)
-    p = peering.wait_for_bound(a, c, p, 30, withdraw=True, sleep=t.sleep, clock=t.clock)
+    p = peering.wait_for_bound(a, c, p, 30, sleep=t.sleep, clock=t.clock)
     assert p["phase"] == "Bound" and t.now == 1.0
-    assert peering.wait_for_bound(a, c, p, 30, withdraw=True, sleep=t.sleep, clock=t.clock) is p
+    assert peering.wait_for_bound(a, c, p, 30, sleep=t.sleep, clock=t.clock) is p
 
 
 def test_the_shared_client_survives_a_restart(server, api):
@@ -197,3 +238,22 @@ def test_the_shared_client_survives_a_restart(server, api):
     # The dropped client was closed although `client` still refers to it: left open, its broken
     # connection (gRPC shares them between channels) would fail the new channel's calls too.
     assert network.read(a, net.id, net.outputs) is not None
+
+
+def test_deleting_a_network_waits_a_little_for_its_peerings_to_go(api):
+    """A destroy may delete a peering the engine knows no dependency of (an
+    imported one) together with its network: the network's delete waits."""
+    a = api.session("team-a")
+    net = network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
+    c = a.client()
+    c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    t = FakeTime(lambda now: c.delete_peering("team-a", "net-a", "to-b") if now == 0.5 else None)
+    network.delete(a, net.id, net.outputs, sleep=t.sleep, clock=t.clock)
+    assert c.list_networks("team-a") == [] and t.now == 0.5
+    net = network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
+    c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    t = FakeTime()
+    with pytest.raises(core.ServiceError, match=r"^deleting network namespaces/team-a/networks/net-a: network "
+                                                r"team-a/net-a is in use by 1 peering\(s\): to-b"):
+        network.delete(a, net.id, net.outputs, in_use_wait=3, sleep=t.sleep, clock=t.clock)
+    assert t.now == 3.0

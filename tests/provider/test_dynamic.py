@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import base64
+import os
+import tempfile
+from pathlib import Path
 
+import grpc
 import pytest
-from pulumi.runtime.proto import provider_pb2
+from pulumi.dynamic import CreateResult, ResourceProvider
+from pulumi.runtime.proto import engine_pb2, provider_pb2
 from pulumi.runtime.rpc import UNKNOWN
 
 from netpeer_provider import NetworkPeeringProvider, NetworkProvider
 from netpeer_provider.common import known
-from tests.provider.dynamic_server import ProviderError
+from tests.provider.dynamic_server import DynamicServer, ProviderError
 
 NP, PP = NetworkProvider(), NetworkPeeringProvider()
 
@@ -69,7 +74,9 @@ def test_lifecycle_through_the_dynamic_server(dynamic, netpeerd):
     b.create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
     _, refreshed, inputs = dynamic.read(PP, pid, p)
     assert refreshed["phase"] == "Bound" and refreshed["remote_uid"]
-    assert inputs["remote_network"] == "net-b"
+    assert inputs == {}   # a refresh leaves the engine the program's inputs as they were
+    _, imported, inputs = dynamic.read(PP, pid, {})    # an import: the inputs that declare it
+    assert inputs["remote_network"] == "net-b" and imported["phase"] == "Bound"
 
     # description updates in place; a remote change replaces (delete first).
     d = dynamic.diff(PP, pid, refreshed, {**props, "description": "hello"})
@@ -128,11 +135,109 @@ def test_service_errors_are_one_line(dynamic, netpeerd):
     assert "Traceback" not in str(info.value)
 
 
-def test_wait_for_bound_times_out_and_rolls_back(dynamic, netpeerd):
+def test_errors_are_one_line_with_the_service_code(dynamic, netpeerd):
+    configure(dynamic, netpeerd, "team-a")
+    net = {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "", "peerings": []}
+    dynamic.create(NP, net)
+    with pytest.raises(ProviderError) as info:
+        dynamic.create(NP, net)
+    # Not "Exception calling application: ...", and a code telling the engine nothing was done.
+    assert str(info.value) == "creating network net-a: network team-a/net-a already exists"
+    assert info.value.code == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_wait_for_bound_keeps_the_half_warns_and_shows_progress(dynamic, netpeerd):
     token = configure(dynamic, netpeerd, "team-a")
     dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "",
                         "peerings": []})
-    with pytest.raises(ProviderError, match=r"is Pending \(AwaitingRemote.*after wait_for_bound=1s"):
+    pid, p = dynamic.create(PP, {"network": "net-a", "name": "to-b", "remote_namespace": "team-b",
+                                 "remote_network": "net-b", "description": "", "wait_for_bound": 1})
+    assert pid.endswith("/to-b") and p["phase"] == "Pending"
+    assert [x["name"] for x in netpeerd.client(token).list_peerings("team-a", "net-a")] == ["to-b"]
+    engine = dynamic.engine
+    assert engine.messages(engine_pb2.INFO, ephemeral=True) == [
+        "peering team-a/net-a/to-b is Pending (AwaitingRemote); waiting up to 1s for Bound"]
+    (warning,) = engine.messages(engine_pb2.WARNING)
+    assert warning.startswith("peering team-a/net-a/to-b is still Pending (AwaitingRemote: ")
+    assert {x.urn for x in engine.logs} == {dynamic.urn(PP)}
+
+
+def test_error_on_not_bound_fails_and_records_the_peering(dynamic, netpeerd):
+    configure(dynamic, netpeerd, "team-a")
+    dynamic.configure({"netpeer:endpoint": netpeerd.endpoint, "netpeer:token": netpeerd.token("team-a"),
+                       "netpeer:errorOnNotBound": "true"})
+    dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "",
+                        "peerings": []})
+    with pytest.raises(ProviderError) as info:
         dynamic.create(PP, {"network": "net-a", "name": "to-b", "remote_namespace": "team-b",
                             "remote_network": "net-b", "description": "", "wait_for_bound": 1})
-    assert netpeerd.client(token).list_peerings("team-a", "net-a") == []
+    assert str(info.value).endswith("the peering is kept (netpeer:errorOnNotBound is true)")
+    # A partial failure: the engine records the resource (id and outputs, provider included).
+    recorded = info.value.init_failed
+    assert recorded.id == "namespaces/team-a/networks/net-a/peerings/to-b"
+    outputs = DynamicServer._dict(recorded.properties)
+    assert outputs["phase"] == "Pending" and "__provider" in outputs
+
+
+def test_preview_asks_the_service_and_warns_on_failed(dynamic, netpeerd):
+    assert configure_response(dynamic, netpeerd, "team-a").supportsPreview
+    b = netpeerd.tenant("team-b")
+    b.create_network("team-b", "net-b", ["10.1.0.0/24"])
+    b.create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
+    net = {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "", "peerings": []}
+    pid, preview = dynamic.create(NP, net, preview=True)
+    assert pid == "" and preview["namespace"] == "team-a" and "uid" not in preview
+    dynamic.create(NP, net)
+    props = {"network": "net-a", "name": "to-b", "remote_namespace": "team-b", "remote_network": "net-b",
+             "description": "", "wait_for_bound": 0}
+    pid, preview = dynamic.create(PP, props, preview=True)
+    assert (pid, preview["phase"], preview["reason"]) == ("", "Failed", "OverlappingPrefixes")
+    assert dynamic.engine.messages(engine_pb2.WARNING)[0].startswith(
+        "peering team-a/net-a/to-b would be Failed (OverlappingPrefixes): ")
+    assert netpeerd.client(netpeerd.token("team-a")).list_peerings("team-a", "net-a") == []
+    # A refused input fails the preview, in one line.
+    with pytest.raises(ProviderError) as info:
+        dynamic.create(NP, {**net, "namespace": "team-z"}, preview=True)
+    assert info.value.code == grpc.StatusCode.PERMISSION_DENIED and "\n" not in str(info.value)
+
+
+def test_other_dynamic_providers_are_previewed_as_before(dynamic, netpeerd):
+    configure(dynamic, netpeerd, "team-a")
+    pid, outputs = dynamic.create(Echo(), {"anything": "x"}, preview=True)
+    assert (pid, outputs["anything"]) == ("", "x")
+    assert ECHOED.exists() is False  # its create was not called during the preview
+
+
+def test_replacement_refused_in_diff_with_per_field_diffs(dynamic, netpeerd):
+    configure(dynamic, netpeerd, "team-a")
+    net = {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "", "peerings": []}
+    net_id, outs = dynamic.create(NP, net)
+    d = dynamic.diff(NP, net_id, outs, {**net, "description": "x"})
+    assert d.hasDetailedDiff and dict(d.detailedDiff) == {
+        "description": provider_pb2.PropertyDiff(kind=provider_pb2.PropertyDiff.ADD, inputDiff=True)}
+    with pytest.raises(ProviderError) as info:
+        dynamic.diff(NP, net_id, outs, {**net, "namespace": "team-z"})
+    assert str(info.value).startswith("replacing network team-a/net-a: ") and "team-z" in str(info.value)
+    assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_import_of_a_missing_id_names_it(dynamic, netpeerd):
+    configure(dynamic, netpeerd, "team-a")
+    with pytest.raises(ProviderError) as info:
+        dynamic.read(NP, "namespaces/team-a/networks/nope", {})
+    assert str(info.value).startswith("importing network namespaces/team-a/networks/nope: it does not exist")
+
+
+def configure_response(dynamic, netpeerd, namespace):
+    return dynamic.configure({"netpeer:endpoint": netpeerd.endpoint, "netpeer:token": netpeerd.token(namespace)})
+
+
+ECHOED = Path(tempfile.gettempdir()) / f"netpeer-echo-{os.getpid()}"
+
+
+class Echo(ResourceProvider):
+    """Another program's dynamic provider (pickled by value: defined in a test)."""
+
+    def create(self, props):
+        Path(ECHOED).write_text("created")
+        return CreateResult("x", props)

@@ -96,11 +96,15 @@ def test_plans_follow_the_core_diff():
     p = plan(PRIOR, remote_network="net-z")
     assert p.requires_replace == [("remote_network",)] and p.planned["id"] is UNKNOWN
     assert plan(PRIOR, network=UNKNOWN).requires_replace == [("network",)]
-    # a remote_uid left out keeps the one learned; pinning another replaces
+    # a remote_uid left out keeps the one learned; pinning another re-pins in place
     r1, r2 = "5f0c6c52-7d5e-4f7e-9a59-2f7b8f0c0001", "5f0c6c52-7d5e-4f7e-9a59-2f7b8f0c0002"
     bound = {**PRIOR, "remote_uid": r1, "phase": "Bound"}
     assert plan(bound).planned == bound
-    assert plan(bound, remote_uid=r2).requires_replace == [("remote_uid",)]
+    p = plan(bound, remote_uid=r2)
+    assert p.requires_replace == [] and p.planned["remote_uid"] == r2 and p.planned["phase"] is UNKNOWN
+    # another site is another remote
+    assert plan(PRIOR, remote_site="west").requires_replace == [("remote_site",)]
+    assert plan(PRIOR, remote_site="").requires_replace == []
     # a create: defaults written, the rest known after apply
     created = PEERING.plan(None, {**config_of(PEERING, network="net-a", name="to-b", remote_network="net-b")},
                            config_of(PEERING, network="net-a", name="to-b", remote_network="net-b"))

@@ -11,7 +11,8 @@ form. It must never import an engine's SDK (a test checks).
     clean, failures = network.check(inputs)               # pure: no service call
     d = network.diff(old_outputs, clean)                  # Diff(changes, replaces, updates, ...)
     session = Session(Settings.resolve(config))           # endpoint, token, CA... ; faces add Terms
-    created = network.create(session, clean)              # Created(id, outputs)
+    created = network.create(session, clean)              # Created(id, outputs, warnings)
+    network.preview(session, clean)                       # what create would answer (validate-only)
     now = network.read(session, created.id, created.outputs)  # Read(id, outputs, inputs) or None
 
 What each resource has (fields, roles, replacement, secrets, descriptions)
@@ -26,15 +27,16 @@ from netpeer_provider.core import network, peering, schema
 from netpeer_provider.core.errors import (Conflict, InvalidId, MissingSetting, NotBound, ProviderError,
                                           ServiceError, Terms)
 from netpeer_provider.core.ids import NetworkId, PeeringId
-from netpeer_provider.core.results import Created, Diff, Failure, Read
+from netpeer_provider.core.results import Created, Diff, Failure, Read, Updated
 from netpeer_provider.core.session import Session, Settings
 from netpeer_provider.core.values import UNKNOWN, known
 
-# Each module has SCHEMA, check, diff, create, read, import_, update, delete.
+# Each module has SCHEMA, check, diff, notes, validate_replacement, create, preview, read, import_,
+# update, preview_update, delete.
 OPERATIONS: dict[str, ModuleType] = {network.SCHEMA.name: network, peering.SCHEMA.name: peering}
 
 __all__ = [
     "OPERATIONS", "UNKNOWN", "Conflict", "Created", "Diff", "Failure", "InvalidId", "MissingSetting",
     "NetworkId", "NotBound", "PeeringId", "ProviderError", "Read", "ServiceError", "Session", "Settings",
-    "Terms", "known", "network", "peering", "schema",
+    "Terms", "Updated", "known", "network", "peering", "schema",
 ]

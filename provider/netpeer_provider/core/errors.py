@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from netpeer import errors as service_errors
 
+from netpeer_provider.core import schema
 from netpeer_provider.core.schema import Field
 
 
@@ -55,11 +56,14 @@ class Conflict(ServiceError):
 
 
 class NotBound(ProviderError):
-    """``wait_for_bound`` ran out before the peering was Bound."""
+    """A peering that a create or update left Failed, or not Bound after its
+    ``wait_for_bound``, while the provider setting ``error_on_not_bound`` is
+    true. The peering exists and stays: ``id`` and ``outputs`` are what the
+    engine must record (Pulumi: a partial failure), ``message`` the error."""
 
-    def __init__(self, message: str, *, phase: str, reason: str, seconds: float, withdrawn: bool):
+    def __init__(self, message: str, *, id: str, outputs: dict, phase: str, reason: str):
         super().__init__(message, path="wait_for_bound")
-        self.phase, self.reason, self.seconds, self.withdrawn = phase, reason, seconds, withdrawn
+        self.id, self.outputs, self.phase, self.reason = id, outputs, phase, reason
 
 
 class Terms:
@@ -68,8 +72,17 @@ class Terms:
     (``pulumi up``, ``Network(peerings=[...])``; ``tofu apply``, ...)."""
 
     apply = "the apply again"
+    refresh = "a refresh"
     inline_peering = "inline on its network"
     peering_resource = "a peering resource"
+    # Clauses naming two other causes of a duplicate: a renamed resource, and a replacement made
+    # by creating the new one before deleting the old one (each with what to do).
+    rename = "the resource was renamed (declare its old name as an alias)"
+    replace_first = "a replace created the new one before deleting the old one (delete first)"
+
+    def field(self, name: str) -> str:
+        """How the user's program spells a resource field given by its schema name."""
+        return name
 
     def setting(self, field: Field) -> str:
         """How the user names a provider setting."""
@@ -82,7 +95,16 @@ class Terms:
     def both_ways(self) -> str:
         return f"a peering is managed either {self.inline_peering} or as {self.peering_resource}, not both"
 
+    def setting_words(self, name: str) -> str:
+        """A provider setting by its schema name, as the user writes it."""
+        return self.setting(schema.PROVIDER.field(name))
+
 
 def is_peering_conflict(exc: service_errors.NetpeerError) -> bool:
     """The service says a peering of that name exists (not: another towards the same remote)."""
     return isinstance(exc, service_errors.AlreadyExists) and exc.message.startswith("peering ")
+
+
+def is_remote_conflict(exc: service_errors.NetpeerError) -> bool:
+    """The service says the network already has a peering towards that remote (one per remote)."""
+    return isinstance(exc, service_errors.AlreadyExists) and "one peering per remote network" in exc.message

@@ -8,23 +8,26 @@ peering of the network (``peerings``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import time
+from typing import Any, Callable, Mapping
 
 from netpeer import errors as service_errors
 from netpeer.core import validate
 
 from netpeer_provider.core import peering as peering_
 from netpeer_provider.core import schema
-from netpeer_provider.core.errors import Conflict, ServiceError, is_peering_conflict
-from netpeer_provider.core.ids import NetworkId
-from netpeer_provider.core.results import Created, Diff, Failure, Read, identity_changes
+from netpeer_provider.core.errors import Conflict, ProviderError, ServiceError, is_peering_conflict
+from netpeer_provider.core.ids import NetworkId, PeeringId
+from netpeer_provider.core.results import Created, Diff, Failure, Read, Updated, identity_changes
 from netpeer_provider.core.session import Session, default_namespace
 from netpeer_provider.core.values import UNKNOWN, known
 
 SCHEMA = schema.NETWORK
 INLINE_KEYS = tuple(f.name for f in schema.INLINE_PEERING.fields)
-# Changing any of these makes an inline peering another one: withdraw, then declare.
-_INLINE_IDENTITY = ("remote_network", "remote_namespace", "remote_uid")
+# Changing any of these makes an inline peering another one: withdraw, then declare
+# (a changed remote_uid re-pins the same peering in place).
+_INLINE_IDENTITY = ("remote_network", "remote_namespace", "remote_site")
+IN_USE_WAIT = 15.0  # seconds a delete waits for the network's peerings to be deleted by someone else
 
 
 def inline(peerings: Any) -> list[dict[str, Any]]:
@@ -41,12 +44,20 @@ def outputs(inputs: Mapping[str, Any], n: Mapping[str, Any], peerings: list[dict
         "routes": n["routes"], "description": n["description"],
         "inline_peerings": inline(inputs.get("peerings")),
         "peerings": [{"name": s["name"], "remote_namespace": s["remote_namespace"],
-                      "remote_network": s["remote_network"], "phase": s["phase"], "reason": s["reason"],
+                      "remote_network": s["remote_network"], "remote_site": s.get("remote_site") or "",
+                      "phase": s["phase"], "reason": s["reason"],
                       "remote_uid": by_name.get(s["name"], {}).get("remote_uid"),
                       "last_phase_transition_time": s["last_phase_transition_time"],
                       "expires_at": by_name.get(s["name"], {}).get("expires_at")} for s in n["peerings"]],
         "peered_networks": n["peered_networks"],
     }
+
+
+def view(c, ns: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The network and its peerings (``Client`` forms); the peerings are
+    listed only when it has some."""
+    n = c.get_network(ns, name)
+    return n, (c.list_peerings(ns, name) if n["peering_count"] or n["peerings"] else [])
 
 
 def check(news: Mapping[str, Any]) -> tuple[dict[str, Any], list[Failure]]:
@@ -127,22 +138,105 @@ def diff(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Diff:
                 delete_before_replace=True)
 
 
+def notes(session: Session, olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a diff should tell besides the changes: inline peerings stuck on
+    their old pin (``RemoteReplaced``) that the new declarations do not re-pin."""
+    if not known(news.get("peerings")):
+        return ()
+    before = {p.get("name"): p for p in olds.get("inline_peerings") or []}
+    after = {p.get("name"): p for p in inline(news.get("peerings"))}
+    out = []
+    for s in olds.get("peerings") or []:
+        name = s.get("name")
+        if s.get("reason") != "RemoteReplaced" or name not in after:
+            continue
+        if (after[name].get("remote_uid") or None) == (before.get(name, {}).get("remote_uid") or None):
+            field = session.terms.field("remote_uid")
+            out.append(f"peering {olds.get('namespace')}/{olds.get('name')}/{name} is {s.get('phase')} "
+                       f"(RemoteReplaced): {s.get('remote_namespace')}/{s.get('remote_network')} was deleted and "
+                       f"re-created, and this peering is pinned to the old uid {s.get('remote_uid')}: set its "
+                       f"`{field}` to the new network's uid and run {session.terms.apply}")
+    return tuple(out)
+
+
 def create(session: Session, props: Mapping[str, Any]) -> Created:
     """Creates the network, then its inline peerings; if one fails, removes
-    what it created (a failed create is not in the state)."""
+    what it created (a failed create is not in the state). Inline peerings
+    that are Failed end it like a peering's create (warnings or ``NotBound``)."""
     def run(c):
         ns = props.get("namespace") or default_namespace(c)
-        c.create_network(ns, props["name"], props.get("subnets") or [], props.get("routes") or [],
-                         props.get("description") or "")
+        n = c.create_network(ns, props["name"], props.get("subnets") or [], props.get("routes") or [],
+                             props.get("description") or "")
+        if not inline(props.get("peerings")):
+            return n, []  # a new network has no peerings yet: its answer is the whole story
         try:
             sync_inline(session, c, ns, props["name"], [], inline(props.get("peerings")))
         except Exception:
             sync_inline(session, c, ns, props["name"], inline(props.get("peerings")), [])
             c.delete_network(ns, props["name"])
             raise
-        return c.get_network(ns, props["name"]), c.list_peerings(ns, props["name"])
+        return view(c, ns, props["name"])
     n, peerings = session.call(f"creating network {props.get('name')}", run)
-    return Created(str(NetworkId(n["namespace"], n["name"])), outputs(props, n, peerings))
+    id_, outs = str(NetworkId(n["namespace"], n["name"])), outputs(props, n, peerings)
+    return Created(id_, outs, _settle(session, id_, outs, props, peerings))
+
+
+def _settle(session: Session, id_: str, outs: dict[str, Any], props: Mapping[str, Any],
+            peerings: list[dict[str, Any]], preview: bool = False) -> tuple[str, ...]:
+    declared = {p.get("name") for p in inline(props.get("peerings"))}
+    out: list[str] = []
+    for p in peerings:
+        if p["name"] in declared:
+            out += peering_.settle(session, id_, outs, p, 0, preview=preview)
+    return tuple(out)
+
+
+def preview(session: Session, props: Mapping[str, Any]) -> Created:
+    """What a create would answer, asked with a validate-only call that keeps
+    nothing (grants, names, prefixes, quotas): the inputs, normalised by the
+    service. Refusals raise as the create would, except a name taken (perhaps
+    by the old network of a replacement). Nothing is asked while an input is
+    not known yet."""
+    out = {k: props.get(k) for k in ("namespace", "name", "subnets", "routes", "description")
+           if known(props.get(k))}
+    out["inline_peerings"] = inline(props.get("peerings")) if known(props.get("peerings")) else None
+    if not known(props) or not props.get("name"):
+        return Created("", {k: v for k, v in out.items() if v is not None})
+
+    def run(c):
+        ns = props.get("namespace") or default_namespace(c)
+        return c.create_network(ns, props["name"], props.get("subnets") or [], props.get("routes") or [],
+                                props.get("description") or "", validate_only=True)
+    try:
+        n = session.call(f"creating network {props.get('name')}", run)
+    except ServiceError as exc:
+        if isinstance(exc.cause, service_errors.AlreadyExists):
+            return Created("", out)  # perhaps the old one of a replacement (`--replace`): the create will tell
+        raise
+    out.update({k: n[k] for k in ("namespace", "name", "subnets", "routes", "description")})
+    return Created("", out)
+
+
+def validate_replacement(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> None:
+    """Asks the service whether the create half of a replacement would be
+    accepted (validate-only: grants, names, prefixes, quotas), so that a
+    replace never deletes the old network when the new one would be refused;
+    raises the refusal. The quota slot the old one frees is not held against it."""
+    if not known(news):
+        return
+    old = NetworkId.parse(id_)
+
+    def run(c):
+        ns = news.get("namespace") or default_namespace(c)
+        c.create_network(ns, news["name"], news.get("subnets") or [], news.get("routes") or [],
+                         news.get("description") or "", validate_only=True)
+        return ns
+    try:
+        session.call(f"replacing network {old.namespace}/{old.name}", run)
+    except ServiceError as exc:
+        same_namespace = (news.get("namespace") or old.namespace) == old.namespace
+        if not (same_namespace and isinstance(exc.cause, service_errors.ResourceExhausted)):
+            raise
 
 
 def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
@@ -151,15 +245,15 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
     inline ones are those it declared."""
     nid = NetworkId.parse(id_)
     try:
-        n, peerings = session.call(f"reading network {id_}", lambda c: (
-            c.get_network(nid.namespace, nid.name), c.list_peerings(nid.namespace, nid.name)))
+        n, peerings = session.call(f"reading network {id_}", lambda c: view(c, nid.namespace, nid.name))
     except ServiceError as exc:
         if isinstance(exc.cause, service_errors.NotFound):
             return None
         raise
     declared = {p["name"] for p in props.get("inline_peerings") or []}
     declarations = [{k: v for k, v in {"name": p["name"], "remote_network": p["remote_network"],
-                                       "remote_namespace": p["remote_namespace"], "ttl": p["ttl"],
+                                       "remote_namespace": p["remote_namespace"],
+                                       "remote_site": p.get("remote_site"), "ttl": p["ttl"],
                                        "description": p["description"]}.items() if v}
                     for p in peerings if p["name"] in declared]
     inputs = {"namespace": nid.namespace, "name": nid.name, "subnets": n["subnets"], "routes": n["routes"],
@@ -167,14 +261,19 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
     return Read(id_, outputs(inputs, n, peerings), inputs)
 
 
-def import_(session: Session, id_: str) -> Read | None:
-    """Adopts an existing network by id (its peerings are not adopted as inline ones)."""
-    return read(session, id_, {})
+def import_(session: Session, id_: str) -> Read:
+    """Adopts an existing network by id (its peerings are not adopted as
+    inline ones). A network that does not exist is an error naming the id."""
+    found = read(session, id_, {})
+    if found is None:
+        raise ProviderError(f"importing network {id_}: it does not exist; check the id ({SCHEMA.id_format})",
+                            path="id")
+    return found
 
 
-def update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> dict[str, Any]:
+def update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Updated:
     """Sets subnets, routes and description, then brings the inline peerings
-    from the old declarations to the new ones."""
+    from the old declarations to the new ones. Ends like ``create``."""
     nid = NetworkId.parse(id_)
 
     def run(c):
@@ -182,13 +281,36 @@ def update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[st
                          routes=news.get("routes") or [], description=news.get("description") or "")
         sync_inline(session, c, nid.namespace, nid.name, olds.get("inline_peerings") or [],
                     inline(news.get("peerings")))
-        return c.get_network(nid.namespace, nid.name), c.list_peerings(nid.namespace, nid.name)
+        return view(c, nid.namespace, nid.name)
     n, peerings = session.call(f"updating network {nid.name}", run)
-    return outputs(news, n, peerings)
+    outs = outputs(news, n, peerings)
+    return Updated(outs, _settle(session, id_, outs, news, peerings))
 
 
-def delete(session: Session, id_: str, props: Mapping[str, Any]) -> None:
-    """Withdraws the inline peerings, then deletes the network; already gone is fine."""
+def preview_update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Updated:
+    """What an update would answer for subnets, routes and description
+    (validate-only: an overlap with a Bound peer is refused here, as the
+    update would be); inline peerings are shown as declared."""
+    nid = NetworkId.parse(id_)
+    out = dict(olds)
+    out.update({k: news.get(k) for k in ("subnets", "routes", "description") if known(news.get(k))})
+    if known(news.get("peerings")):
+        out["inline_peerings"] = inline(news.get("peerings"))
+    if not all(known(news.get(k)) for k in ("subnets", "routes", "description")):
+        return Updated(out)
+    n = session.call(f"updating network {nid.name}", lambda c: c.update_network(
+        nid.namespace, nid.name, subnets=news.get("subnets") or [], routes=news.get("routes") or [],
+        description=news.get("description") or "", validate_only=True))
+    out.update({k: n[k] for k in ("subnets", "routes", "description")})
+    return Updated(out)
+
+
+def delete(session: Session, id_: str, props: Mapping[str, Any], *, in_use_wait: float = IN_USE_WAIT,
+           sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    """Withdraws the inline peerings, then deletes the network; already gone
+    is fine. A network still used by peerings is tried again for up to
+    ``in_use_wait`` seconds: an engine deleting a whole stack may delete a
+    peering it knows no dependency of (an imported one) at the same time."""
     nid = NetworkId.parse(id_)
 
     def run(c):
@@ -197,7 +319,15 @@ def delete(session: Session, id_: str, props: Mapping[str, Any]) -> None:
                 c.delete_peering(nid.namespace, nid.name, p["name"])
             except service_errors.NotFound:
                 pass
-        c.delete_network(nid.namespace, nid.name)
+        deadline = clock() + in_use_wait
+        while True:
+            try:
+                return c.delete_network(nid.namespace, nid.name)
+            except service_errors.FailedPrecondition as exc:
+                if "in use by" not in exc.message or clock() >= deadline:
+                    raise
+                session.report(f"network {nid.namespace}/{nid.name}: waiting for its peerings to go ({exc.message})")
+                sleep(0.5)
     try:
         session.call(f"deleting network {id_}", run)
     except ServiceError as exc:
@@ -207,7 +337,8 @@ def delete(session: Session, id_: str, props: Mapping[str, Any]) -> None:
 
 def sync_inline(session: Session, c, ns: str, network: str, old: list[dict], new: list[dict]) -> None:
     """Withdraws removed inline peerings, creates added ones, updates changed
-    ones; a changed identity (remote) is a withdraw plus a create."""
+    ones (a changed or cleared ``remote_uid`` re-pins in place); a changed
+    remote is a withdraw plus a create."""
     olds = {p["name"]: p for p in old}
     news = {p["name"]: p for p in new}
     for name, p in olds.items():
@@ -223,11 +354,15 @@ def sync_inline(session: Session, c, ns: str, network: str, old: list[dict], new
         same_identity = p is not None and all(q.get(k) == p.get(k) for k in _INLINE_IDENTITY)
         try:
             if same_identity:
-                if q.get("description") != p.get("description") or q.get("ttl") != p.get("ttl"):
-                    c.update_peering(ns, network, name, description=q.get("description") or "", ttl=ttl)
+                if any(q.get(k) != p.get(k) for k in ("description", "ttl", "remote_uid")):
+                    args: dict[str, Any] = {"description": q.get("description") or "", "ttl": ttl}
+                    if (q.get("remote_uid") or None) != (p.get("remote_uid") or None):
+                        args["remote_uid"] = q.get("remote_uid") or ""
+                    peering_.update_half(c, PeeringId(ns, network, name), args)
             else:
                 c.create_peering(ns, network, name, q["remote_network"], q.get("remote_namespace"),
-                                 q.get("remote_uid"), ttl, q.get("description") or "")
+                                 q.get("remote_uid"), ttl, q.get("description") or "",
+                                 remote_site=q.get("remote_site") or "")
         except service_errors.NetpeerError as exc:
             where = f"network {ns}/{network}: peerings[{name}]: {exc.message}"
             if is_peering_conflict(exc):

@@ -2,7 +2,9 @@
 
 Inputs and outputs are plain dicts keyed by the snake_case names of
 ``schema.NETWORK_PEERING``. Outputs repeat every input: engines diff the old
-outputs against the new inputs.
+outputs against the new inputs. What a create or update would answer, the
+service tells without keeping anything (``preview``, ``preview_update``,
+``validate_replacement``: validate-only calls).
 """
 
 from __future__ import annotations
@@ -14,26 +16,29 @@ from netpeer import errors as service_errors
 from netpeer.core import validate
 
 from netpeer_provider.core import schema
-from netpeer_provider.core.errors import Conflict, NotBound, ServiceError, is_peering_conflict
+from netpeer_provider.core.errors import (Conflict, NotBound, ProviderError, ServiceError, is_peering_conflict,
+                                          is_remote_conflict)
 from netpeer_provider.core.ids import PeeringId
-from netpeer_provider.core.results import Created, Diff, Failure, Read, identity_changes
+from netpeer_provider.core.results import Created, Diff, Failure, Read, Updated, identity_changes
 from netpeer_provider.core.session import Session, default_namespace
 from netpeer_provider.core.values import given, known
 
 SCHEMA = schema.NETWORK_PEERING
-_ECHOED = ("namespace", "network", "name", "remote_namespace", "remote_network", "description", "ttl",
-           "wait_for_bound")
+_ECHOED = ("namespace", "network", "name", "remote_namespace", "remote_network", "remote_site", "description",
+           "ttl", "wait_for_bound")
 _STATUS = ("phase", "reason", "message", "network_uid", "last_phase_transition_time", "expires_at")
-_UPDATABLE = ("description", "wait_for_bound")  # ttl too, compared once normalised
+_PREVIEWED = ("phase", "reason", "message")  # what a validate-only create tells before anything exists
+_UPDATABLE = ("description", "wait_for_bound")  # ttl and remote_uid too, compared once normalised
 WAIT_MAX = 3600
+PROGRESS_EVERY = 5.0  # seconds between two status lines while waiting for Bound
 
 
 def outputs(inputs: Mapping[str, Any], p: Mapping[str, Any]) -> dict[str, Any]:
     """The outputs from the inputs and the service's peering (``Client`` form)."""
     out = {k: inputs.get(k) for k in _ECHOED}
     out.update(namespace=p["namespace"], remote_namespace=p["remote_namespace"],
-               pinned_remote_uid=inputs.get("remote_uid") or None, remote_uid=p["remote_uid"],
-               ttl=p["ttl"], description=p["description"])
+               remote_site=p.get("remote_site") or "", pinned_remote_uid=inputs.get("remote_uid") or None,
+               remote_uid=p["remote_uid"], ttl=p["ttl"], description=p["description"])
     out.update({k: p[k] for k in _STATUS})
     return out
 
@@ -57,6 +62,7 @@ def check(news: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], li
     for field in ("namespace", "network", "remote_namespace", "remote_network"):
         run(field, validate.name)
     run("name", lambda f, v: validate.name(f, v, peering=True))
+    run("remote_site", validate.site)
     run("remote_uid", validate.uid)
     run("ttl", lambda f, v: validate.format_duration(validate.ttl(f, v)))
     run("description", validate.description)
@@ -69,7 +75,7 @@ def check(news: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], li
         if not news.get(field):
             failures.append(Failure(f"{prefix}{field}", f"{prefix}{field} is required"))
     ns, rns = news.get("namespace"), news.get("remote_namespace") or news.get("namespace")
-    same = (rns, news.get("remote_network")) == (ns, news.get("network"))
+    same = (rns, news.get("remote_network")) == (ns, news.get("network")) and not news.get("remote_site")
     if same and ns and known([ns, rns, news.get("network"), news.get("remote_network")]):  # UNKNOWN == UNKNOWN
         failures.append(Failure(f"{prefix}remote_network", f"{prefix}remote_network: a network cannot peer "
                                 "with itself"))
@@ -77,10 +83,14 @@ def check(news: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], li
 
 
 def diff(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Diff:
-    """Old outputs against new (checked) inputs: identity fields replace,
-    description, ttl and wait_for_bound update in place."""
+    """Old outputs against new (checked) inputs: identity fields replace;
+    description, ttl, wait_for_bound and remote_uid (a changed or cleared
+    pin re-pins) update in place."""
     replaces = identity_changes(SCHEMA.replacing(), olds, news)
     updates = [k for k in _UPDATABLE if not known(news.get(k)) or (news.get(k) or None) != (olds.get(k) or None)]
+    pin = news.get("remote_uid")
+    if not known(pin) or (pin or None) != (olds.get("pinned_remote_uid") or None):
+        updates.append("remote_uid")
     ttl = news.get("ttl")
     if ttl and known(ttl):
         try:
@@ -92,22 +102,141 @@ def diff(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Diff:
                 delete_before_replace=True)
 
 
+def notes(session: Session, olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a diff should tell the user besides the changes: a peering stuck
+    on its old pin (``RemoteReplaced``) that the new inputs do not re-pin."""
+    if olds.get("reason") != "RemoteReplaced" or (news.get("remote_uid") or None) != \
+            (olds.get("pinned_remote_uid") or None):
+        return ()
+    return (_replaced_note(session, olds),)
+
+
+def _replaced_note(session: Session, p: Mapping[str, Any]) -> str:
+    field = session.terms.field("remote_uid")
+    return (f"peering {_key(p)} is {p['phase']} (RemoteReplaced): {p['message']}; set `{field}` in the program "
+            f"accordingly and run {session.terms.apply}")
+
+
+def _key(p: Mapping[str, Any]) -> str:
+    return f"{p.get('namespace')}/{p.get('network')}/{p.get('name')}"
+
+
+def _create_args(c, props: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    ns = props.get("namespace") or default_namespace(c)
+    ttl = validate.ttl("ttl", props["ttl"]) if props.get("ttl") else None
+    return ns, dict(namespace=ns, network=props["network"], name=props["name"],
+                    remote_network=props["remote_network"], remote_namespace=props.get("remote_namespace") or None,
+                    remote_uid=props.get("remote_uid") or None, ttl=ttl, description=props.get("description") or "",
+                    remote_site=props.get("remote_site") or "")
+
+
 def create(session: Session, props: Mapping[str, Any]) -> Created:
-    """Declares this side's half; with ``wait_for_bound``, waits for Bound."""
+    """Declares this side's half; with ``wait_for_bound``, waits for Bound
+    (showing progress) and stops at once if it is Failed. A half that is not
+    Bound in the end is kept: warnings say so, or ``NotBound`` if the
+    settings make that an error."""
+    wait = props.get("wait_for_bound") or 0
+
     def run(c) -> dict[str, Any]:
-        ns = props.get("namespace") or default_namespace(c)
-        ttl = validate.ttl("ttl", props["ttl"]) if props.get("ttl") else None
-        p = c.create_peering(ns, props["network"], props["name"], props["remote_network"],
-                             props.get("remote_namespace") or None, props.get("remote_uid") or None, ttl,
-                             props.get("description") or "")
-        return wait_for_bound(session, c, p, props.get("wait_for_bound") or 0, withdraw=True)
+        _, args = _create_args(c, props)
+        return wait_for_bound(session, c, c.create_peering(**args), wait)
+    what = f"creating peering {props.get('network')}/{props.get('name')}"
+    try:
+        p = session.call(what, run)
+    except ServiceError as exc:
+        raise _conflict(session, exc) from None
+    id_, outs = str(PeeringId(p["namespace"], p["network"], p["name"])), outputs(props, p)
+    return Created(id_, outs, settle(session, id_, outs, p, wait))
+
+
+def _conflict(session: Session, exc: ServiceError) -> ServiceError:
+    """A refused create, said in the engine's words when the cause is likely
+    a duplicate declaration, a rename, or a create-before-delete replace."""
+    t = session.terms
+    if is_peering_conflict(exc.cause):
+        return Conflict(f"{exc.message}: either it is declared twice ({t.both_ways()}), or {t.rename}, or "
+                        f"{t.replace_first}", exc.cause, path="name")
+    if is_remote_conflict(exc.cause):
+        return Conflict(f"{exc.message}; perhaps {t.rename}", exc.cause, path="remote_network")
+    return exc
+
+
+def settle(session: Session, id_: str, outs: dict[str, Any], p: Mapping[str, Any], waited: float,
+           *, preview: bool = False) -> tuple[str, ...]:
+    """The warnings a create or update ends with: the peering is Failed, still
+    not Bound after ``waited`` seconds, or pinned to a replaced remote. With
+    ``error_on_not_bound`` the first two raise ``NotBound`` instead (the
+    peering exists: ``id_`` and ``outs`` go with the error). A preview only
+    warns."""
+    key, t = _key(p), session.terms
+    if p["phase"] == "Failed":
+        verb = "would be" if preview else "is"
+        msg = f"peering {key} {verb} Failed ({p['reason']}): {p['message']}"
+    elif waited and p["phase"] != "Bound":
+        msg = (f"peering {key} is still {p['phase']} ({p['reason']}: {p['message']}) after "
+               f"{t.field('wait_for_bound')}={waited:g}s; it is kept and binds once the other side consents "
+               f"({t.refresh} shows it)")
+    elif p["reason"] == "RemoteReplaced":
+        return (_replaced_note(session, p),)
+    else:
+        return ()
+    if session.settings.error_on_not_bound and not preview:
+        raise NotBound(f"{msg}; the peering is kept ({t.setting_words('error_on_not_bound')} is true)", id=id_,
+                       outputs=outs, phase=p["phase"], reason=p["reason"])
+    return (msg,)
+
+
+def preview(session: Session, props: Mapping[str, Any]) -> Created:
+    """What a create would answer, asked with a validate-only call that keeps
+    nothing: the inputs and the phase, reason and message the service would
+    give (the same answer whether the remote is missing, invisible or not
+    consenting, as for a real create). Fields only a real create learns
+    (uids, times) are left out, as is the phase when an input is not known
+    yet, the local network does not exist yet (created in the same run), or
+    the name or remote is taken (by the old half, in a replacement). Other
+    refusals (grants, names, quotas) raise, as the create would."""
+    out = {k: props.get(k) for k in _ECHOED if known(props.get(k))}
+    if not all(known(props.get(k)) for k in ("namespace", "network", "name", "remote_namespace",
+                                              "remote_network", "remote_site", "remote_uid", "ttl", "description")):
+        return Created("", out)
+
+    def run(c):
+        _, args = _create_args(c, props)
+        return c.create_peering(**args, validate_only=True)
     try:
         p = session.call(f"creating peering {props.get('network')}/{props.get('name')}", run)
     except ServiceError as exc:
-        if is_peering_conflict(exc.cause):
-            raise Conflict(f"{exc.message}; {session.terms.both_ways()}", exc.cause, path="name") from None
+        # A network created in the same run is not there yet; a name or remote taken may be the old
+        # peering of a replacement (its diff asked ``validate_replacement`` already): tell nothing.
+        if isinstance(exc.cause, service_errors.NotFound) or is_peering_conflict(exc.cause) \
+                or is_remote_conflict(exc.cause):
+            return Created("", out)
         raise
-    return Created(str(PeeringId(p["namespace"], p["network"], p["name"])), outputs(props, p))
+    out.update({k: p[k] for k in _PREVIEWED}, namespace=p["namespace"], remote_namespace=p["remote_namespace"],
+               remote_site=p.get("remote_site") or "", ttl=p["ttl"])
+    return Created("", out, settle(session, "", out, p, 0, preview=True))
+
+
+def validate_replacement(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> None:
+    """Asks the service whether the create half of a replacement would be
+    accepted (validate-only), so that a replace never deletes the old peering
+    when the new one would be refused; raises the refusal. What the deletion
+    of the old half would resolve (its name, its remote, its quota slot) is
+    not held against the new one."""
+    if not known(news):
+        return
+    old = PeeringId.parse(id_)
+    try:
+        session.call(f"replacing peering {old.network}/{old.name}",
+                     lambda c: c.create_peering(**_create_args(c, news)[1], validate_only=True))
+    except ServiceError as exc:
+        same_network = (news.get("network"), news.get("namespace") or old.namespace) == (old.network, old.namespace)
+        if same_network and (is_peering_conflict(exc.cause) or is_remote_conflict(exc.cause)
+                             or isinstance(exc.cause, service_errors.ResourceExhausted)):
+            return
+        if isinstance(exc.cause, service_errors.NotFound):
+            return  # the local network is being replaced too: its own diff asks about it
+        raise
 
 
 def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
@@ -124,27 +253,73 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
     inputs = {"namespace": pid.namespace, "network": pid.network, "name": pid.name,
               "remote_network": p["remote_network"], "remote_namespace": p["remote_namespace"],
               "description": p["description"], "ttl": p["ttl"]}
+    if p.get("remote_site"):
+        inputs["remote_site"] = p["remote_site"]
     if props.get("pinned_remote_uid"):
         inputs["remote_uid"] = props["pinned_remote_uid"]
     inputs["wait_for_bound"] = props.get("wait_for_bound") or 0  # a setting of ours, not the service's
     return Read(id_, outputs(inputs, p), inputs)
 
 
-def import_(session: Session, id_: str) -> Read | None:
-    """Adopts an existing peering by id: a read with no previous state."""
-    return read(session, id_, {})
+def import_(session: Session, id_: str) -> Read:
+    """Adopts an existing peering by id: a read with no previous state. A
+    peering that does not exist is an error naming the id (``ProviderError``)."""
+    found = read(session, id_, {})
+    if found is None:
+        raise ProviderError(f"importing peering {id_}: it does not exist; check the id "
+                            f"({SCHEMA.id_format})", path="id")
+    return found
 
 
-def update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> dict[str, Any]:
-    """Changes description and ttl in place; with ``wait_for_bound``, waits for Bound."""
+def _update_args(olds: Mapping[str, Any], news: Mapping[str, Any]) -> dict[str, Any]:
+    args: dict[str, Any] = dict(description=news.get("description") or "",
+                                ttl=validate.ttl("ttl", news["ttl"]) if news.get("ttl") else None)
+    pin = news.get("remote_uid") or None
+    if pin != (olds.get("pinned_remote_uid") or None):
+        args["remote_uid"] = pin or ""  # "" clears the pin
+    return args
+
+
+def update_half(c, pid: PeeringId, args: dict[str, Any], validate_only: bool = False) -> dict[str, Any]:
+    """``Client.update_peering`` with ``args`` (description, ttl, maybe
+    remote_uid); clearing the pin of a Bound peering is a no-op, not a refusal."""
+    try:
+        return c.update_peering(pid.namespace, pid.network, pid.name, **args, validate_only=validate_only)
+    except service_errors.FailedPrecondition as exc:
+        # Clearing the pin of a Bound peering: it keeps following its partner, nothing to do.
+        if args.get("remote_uid") == "" and "is Bound to" in exc.message:
+            return c.update_peering(pid.namespace, pid.network, pid.name, description=args["description"],
+                                    ttl=args["ttl"], validate_only=validate_only)
+        raise
+
+
+def update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Updated:
+    """Changes description and ttl in place, and re-pins the remote when
+    ``remote_uid`` changed (cleared: unpinned); with ``wait_for_bound``,
+    waits for Bound. Ends like ``create`` (warnings or ``NotBound``)."""
     pid = PeeringId.parse(id_)
+    wait = news.get("wait_for_bound") or 0
 
     def run(c) -> dict[str, Any]:
-        ttl = validate.ttl("ttl", news["ttl"]) if news.get("ttl") else None
-        p = c.update_peering(pid.namespace, pid.network, pid.name, description=news.get("description") or "",
-                             ttl=ttl)
-        return wait_for_bound(session, c, p, news.get("wait_for_bound") or 0, withdraw=False)
-    return outputs(news, session.call(f"updating peering {pid.network}/{pid.name}", run))
+        return wait_for_bound(session, c, update_half(c, pid, _update_args(olds, news)), wait)
+    p = session.call(f"updating peering {pid.network}/{pid.name}", run)
+    outs = outputs(news, p)
+    return Updated(outs, settle(session, id_, outs, p, wait))
+
+
+def preview_update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Updated:
+    """What an update would answer (validate-only): the new inputs with the
+    phase, reason and message the service would give, e.g. Bound after a
+    re-pin. Refusals raise as the update would."""
+    pid = PeeringId.parse(id_)
+    out = dict(olds)
+    out.update({k: news.get(k) for k in _ECHOED if known(news.get(k))})
+    if not known(news):
+        return Updated(out)
+    p = session.call(f"updating peering {pid.network}/{pid.name}",
+                     lambda c: update_half(c, pid, _update_args(olds, news), validate_only=True))
+    out.update(outputs(news, p))
+    return Updated(out, settle(session, id_, out, p, 0, preview=True))
 
 
 def delete(session: Session, id_: str, props: Mapping[str, Any]) -> None:
@@ -157,35 +332,33 @@ def delete(session: Session, id_: str, props: Mapping[str, Any]) -> None:
             raise
 
 
-def wait_for_bound(session: Session, client, p: dict[str, Any], seconds: float, *, withdraw: bool,
+def wait_for_bound(session: Session, client, p: dict[str, Any], seconds: float,
                    sleep: Callable[[float], None] = time.sleep,
                    clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Polls until the peering is Bound, for at most ``seconds`` (0: return at
-    once). If it is not Bound in time, withdraws the half when ``withdraw``
-    (a create, so that state and service agree) and raises ``NotBound``.
-    Progress lines go to ``session.report`` when the phase or reason changes."""
-    if not seconds or p["phase"] == "Bound":
+    """Polls until the peering is Bound or Failed, for at most ``seconds``
+    (0: return at once), and returns it as last seen, whatever its phase: the
+    half is never withdrawn (the other side may be waiting for it). Status
+    lines go to ``session.report`` at the start, when the phase or reason
+    changes and every ``PROGRESS_EVERY`` seconds."""
+    if not seconds or p["phase"] in ("Bound", "Failed"):
         return p
-    key = f"{p['namespace']}/{p['network']}/{p['name']}"
+    key = _key(p)
+    start = last = clock()
+    deadline = start + float(seconds)
     seen = (p["phase"], p["reason"])
     session.report(f"peering {key} is {p['phase']} ({p['reason']}); waiting up to {seconds:g}s for Bound")
-    deadline = clock() + float(seconds)
     while clock() < deadline:
         sleep(min(0.5, max(0.0, deadline - clock())))
         p = client.get_peering(p["namespace"], p["network"], p["name"])
-        if p["phase"] == "Bound":
+        if p["phase"] in ("Bound", "Failed"):
             return p
-        if (p["phase"], p["reason"]) != seen:
-            seen = (p["phase"], p["reason"])
-            session.report(f"peering {key} is {p['phase']} ({p['reason']})")
-    note = ""
-    if withdraw:
-        client.delete_peering(p["namespace"], p["network"], p["name"])
-        note = f"; this half was withdrawn again, run {session.terms.apply} once the other side has consented"
-    raise NotBound(f"peering {key} is {p['phase']} ({p['reason']}: {p['message']}) "
-                   f"after wait_for_bound={seconds:g}s{note}", phase=p["phase"], reason=p["reason"],
-                   seconds=seconds, withdrawn=withdraw)
+        now = clock()
+        if (p["phase"], p["reason"]) != seen or now - last >= PROGRESS_EVERY:
+            seen, last = (p["phase"], p["reason"]), now
+            session.report(f"peering {key} is {p['phase']} ({p['reason']}); waited {now - start:.0f}s of "
+                           f"{seconds:g}s for Bound")
+    return p
 
 
-__all__ = ["SCHEMA", "check", "create", "delete", "diff", "import_", "outputs", "read", "update",
-           "wait_for_bound"]
+__all__ = ["SCHEMA", "check", "create", "delete", "diff", "import_", "notes", "outputs", "preview",
+           "preview_update", "read", "settle", "update", "validate_replacement", "wait_for_bound"]

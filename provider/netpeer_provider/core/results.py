@@ -32,11 +32,31 @@ class Diff:
     updates: tuple[str, ...] = ()
     delete_before_replace: bool = True
 
+    def detailed(self) -> dict[str, str]:
+        """Each changed input and what its change does: ``"replace"`` or
+        ``"update"``. Engines that show per-field diffs show exactly these
+        (and no spurious ones, such as a defaulted namespace)."""
+        out = {name: "update" for name in self.updates}
+        out.update({name: "replace" for name in self.replaces})
+        return out
+
 
 @dataclasses.dataclass(frozen=True)
 class Created:
+    """A created resource: its id and outputs, and one-line warnings for the
+    user (a peering that ended Failed, or still Pending after its wait)."""
+
     id: str
     outputs: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Updated:
+    """An updated resource's outputs, and one-line warnings (as ``Created``)."""
+
+    outputs: dict[str, Any]
+    warnings: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -138,6 +138,13 @@ def camel_case(name: str) -> str:
 _OPT, _REQ, _OC, _OUT = Role.OPTIONAL, Role.REQUIRED, Role.OPTIONAL_COMPUTED, Role.COMPUTED
 
 _NS_HELP = "Defaults to the namespace of the token when it grants exactly one."
+_REASONS = ("`AwaitingRemote`, `Bound`, `OverlappingPrefixes`, `RemoteWithdrawn` or `RemoteReplaced` (the remote "
+            "network was deleted and re-created while this peering is pinned to the old one's uid).")
+_PIN_HELP = ("Pins the remote network's uid: the peering binds only to that network. Changing or clearing it "
+             "re-pins the peering in place, e.g. to the new uid after the remote network was re-created "
+             "(reason `RemoteReplaced`).")
+_SITE_HELP = ("The site of the remote network when it is in another site (1-10 lower-case letters and digits, "
+              "starting with a letter); empty for this site.")
 _TTL_HELP = ("How long the peering may stay Pending or Failed before the service deletes it: "
              "seconds or a duration like `90s`, `12h`, `7d` (1s to 365d).")
 
@@ -146,7 +153,8 @@ INLINE_PEERING = object_of(
     Field("name", STRING, _REQ, "The peering's name, unique in its network."),
     Field("remote_network", STRING, _REQ, "The name of the network to peer with."),
     Field("remote_namespace", STRING, _OPT, "The remote network's namespace; defaults to this network's."),
-    Field("remote_uid", STRING, _OPT, "Pins the remote network's uid: the peering binds only to that network."),
+    Field("remote_site", STRING, _OPT, _SITE_HELP + " Changing it withdraws the peering and declares it anew."),
+    Field("remote_uid", STRING, _OPT, _PIN_HELP),
     Field("ttl", STRING, _OPT, _TTL_HELP, default="7d"),
     Field("description", STRING, _OPT, "Free text about the peering.", default=""),
 )
@@ -156,9 +164,9 @@ PEERING_STATUS = object_of(
     Field("name", STRING, _OUT, "The peering's name."),
     Field("remote_namespace", STRING, _OUT, "The remote network's namespace."),
     Field("remote_network", STRING, _OUT, "The remote network's name."),
+    Field("remote_site", STRING, _OUT, "The remote network's site; empty when it is in this site."),
     Field("phase", STRING, _OUT, "`Pending`, `Bound` or `Failed`."),
-    Field("reason", STRING, _OUT, "Why it is in that phase: `AwaitingRemote`, `Bound`, `OverlappingPrefixes`, "
-          "`RemoteWithdrawn`, ..."),
+    Field("reason", STRING, _OUT, "Why it is in that phase: " + _REASONS),
     Field("remote_uid", STRING, _OUT, "The remote network's uid, pinned or learned when the peering bound."),
     Field("last_phase_transition_time", STRING, _OUT, "When the phase last changed (RFC 3339, UTC)."),
     Field("expires_at", STRING, _OUT, "When a Pending or Failed peering will be deleted; unset while Bound."),
@@ -182,7 +190,8 @@ NETWORK = Resource(
     "namespaces/{namespace}/networks/{name}",
     (
         # name before namespace: the order diffs list replacing fields in.
-        Field("name", STRING, _REQ, "The network's name: 1-63 letters, digits and dashes, starting with a letter.",
+        Field("name", STRING, _OC, "The network's name: 1-63 letters, digits and dashes, starting with a letter. "
+              "Defaults to the resource's name in the program.",
               replaces=True),
         Field("namespace", STRING, _OC, "The namespace that owns the network. " + _NS_HELP, replaces=True),
         Field("subnets", list_of(STRING), _REQ, "The network's CIDR prefixes, e.g. `10.1.0.0/24`, `fd00:1::/64`; "
@@ -195,10 +204,12 @@ NETWORK = Resource(
               default=[], declared_as="inline_peerings"),
         Field("uid", STRING, _OUT, "Assigned by the service; the network's OVN objects are named from it."),
         Field("peerings", list_of(PEERING_STATUS), _OUT, "Every peering of the network (inline or not) with its "
-              "phase and reason."),
+              "phase and reason, as of the network's last create, update or refresh: a peering declared as its "
+              "own resource binds after the network was written, so refresh (`up --refresh`) to see it here."),
         Field("inline_peerings", list_of(INLINE_PEERING), _OUT, "The inline peerings as last declared, sorted by "
               "name; what the next diff compares with.", internal=True),
-        Field("peered_networks", list_of(PEERED_NETWORK), _OUT, "The networks this one is Bound to."),
+        Field("peered_networks", list_of(PEERED_NETWORK), _OUT, "The networks this one is Bound to, as of the "
+              "network's last create, update or refresh (like `peerings`)."),
     ),
 )
 
@@ -207,27 +218,30 @@ NETWORK_PEERING = Resource(
     "One side's consent to peer its network with another network. It is Pending until the other side "
     "declares the matching half, then Bound (traffic flows), or Failed when prefixes overlap. The answer is "
     "the same whether the remote network exists or not: if it stays Pending, check the names on both sides. "
-    "Changing the network, name, namespace or remote replaces it; description and ttl update in place.",
+    "Changing the network, name, namespace or remote (its site included) replaces it; description, ttl and "
+    "remote_uid update in place. A Failed peering is reported as a warning (or an error, with `error_on_not_bound`).",
     "namespaces/{namespace}/networks/{network}/peerings/{name}",
     (
         Field("namespace", STRING, _OC, "The namespace of the local network. " + _NS_HELP, replaces=True),
         Field("network", STRING, _REQ, "The local network's name.", replaces=True),
-        Field("name", STRING, _REQ, "The peering's name, unique in its network (not `internal` or `external`).",
+        Field("name", STRING, _OC, "The peering's name, unique in its network (not `internal` or `external`). "
+              "Defaults to the resource's name in the program.",
               replaces=True),
         Field("remote_namespace", STRING, _OC, "The remote network's namespace; defaults to this peering's.",
               replaces=True),
         Field("remote_network", STRING, _REQ, "The name of the network to peer with.", replaces=True),
-        Field("remote_uid", STRING, _OC, "Pins the remote network's uid: the peering binds only to that network. "
-              "The output is the pinned uid, or the one learned when the peering bound.", replaces=True,
-              declared_as="pinned_remote_uid"),
+        Field("remote_site", STRING, _OPT, _SITE_HELP, replaces=True, default=""),
+        Field("remote_uid", STRING, _OC, _PIN_HELP + " The output is the pinned uid, or the one learned when "
+              "the peering bound.", declared_as="pinned_remote_uid"),
         Field("ttl", STRING, _OC, _TTL_HELP + " The output is normalised (`168h` shows as `7d`).", default="7d"),
         Field("description", STRING, _OPT, "Free text about the peering.", default=""),
         Field("wait_for_bound", NUMBER, _OPT, "Seconds a create or update waits for the peering to be Bound "
-              "(0 to 3600); if it is not Bound in time the operation fails with the phase and reason. "
-              "0 does not wait. A setting of the provider; the service never sees it.", default=0),
+              "(0 to 3600), showing its phase while it waits; it stops at once if the peering is Failed. If it is "
+              "not Bound in time the peering stays (it binds when the other side consents) and the operation "
+              "warns, or fails if the provider setting `error_on_not_bound` is true. 0 does not wait. A setting "
+              "of the provider; the service never sees it.", default=0),
         Field("phase", STRING, _OUT, "`Pending`, `Bound` or `Failed`."),
-        Field("reason", STRING, _OUT, "Why it is in that phase: `AwaitingRemote`, `Bound`, `OverlappingPrefixes`, "
-              "`RemoteWithdrawn`, ..."),
+        Field("reason", STRING, _OUT, "Why it is in that phase: " + _REASONS),
         Field("message", STRING, _OUT, "A sentence about the phase, for people."),
         Field("network_uid", STRING, _OUT, "The local network's uid."),
         Field("last_phase_transition_time", STRING, _OUT, "When the phase last changed (RFC 3339, UTC)."),
@@ -252,6 +266,9 @@ PROVIDER = Resource(
               env="NETPEER_CLIENT_CERT"),
         Field("client_key", STRING, _OPT, "The client certificate's private key (file path or PEM text).",
               secret=True, env="NETPEER_CLIENT_KEY"),
+        Field("error_on_not_bound", BOOL, _OPT, "When true, a create or update that leaves a peering Failed, or "
+              "still not Bound after its `wait_for_bound`, fails (the peering is kept and recorded either way); "
+              "when false (the default), it warns.", default=False, env="NETPEER_ERROR_ON_NOT_BOUND"),
     ),
 )
 

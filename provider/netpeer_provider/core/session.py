@@ -35,17 +35,37 @@ class Settings:
     ca_cert: str | None = None
     client_cert: str | None = None
     client_key: str | None = dataclasses.field(default=None, repr=False)
+    error_on_not_bound: bool = False
 
     @classmethod
-    def resolve(cls, config: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> "Settings":
+    def resolve(cls, config: Mapping[str, Any], environ: Mapping[str, str] | None = None,
+                terms: Terms | None = None) -> "Settings":
         """Each setting from ``config`` (snake_case keys), else its environment
-        variable, else unset. Empty values count as unset."""
+        variable, else unset. Empty values count as unset. A boolean setting
+        is true for ``true``/``1``/``yes`` (any case); anything else given is
+        refused with one line naming the setting and the value."""
         environ = os.environ if environ is None else environ
-        values = {}
+        values: dict[str, Any] = {}
         for f in schema.PROVIDER.fields:
             value = config.get(f.name)
-            values[f.name] = (str(value) if value else None) or environ.get(f.env) or None
+            text = ("true" if value else "false") if isinstance(value, bool) else (str(value) if value else None)
+            text = text or environ.get(f.env) or None
+            if f.type is schema.BOOL:
+                values[f.name] = _boolean(f, text, terms or Terms())
+            else:
+                values[f.name] = text
         return cls(**values)
+
+
+def _boolean(f: schema.Field, text: str | None, terms: Terms) -> bool:
+    if text is None:
+        return bool(f.default)
+    if text.strip().lower() in ("true", "1", "yes"):
+        return True
+    if text.strip().lower() in ("false", "0", "no"):
+        return False
+    raise ProviderError(f"{terms.setting(f)}: {text!r} is not a boolean (true or false; {f.env} likewise)",
+                        path=f.name)
 
 
 class _Clients:

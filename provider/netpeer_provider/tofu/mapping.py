@@ -29,9 +29,10 @@ from .schema import Attribute
 OVERRIDES: dict[tuple[str, str], tuple[Any, str]] = {
     ("NetworkPeering", "wait_for_bound"): (
         STRING, "How long a create or update waits for the peering to be Bound: a duration like `0s`, "
-                "`90s`, `2m`, `1m30s` (at most `1h`). If it is not Bound in time the apply fails with the "
-                "phase and reason (a new peering is withdrawn again). `0s` (the default) does not wait. "
-                "A setting of the provider; the service never sees it."),
+                "`90s`, `2m`, `1m30s` (at most `1h`); it stops at once if the peering is Failed. If it is not "
+                "Bound in time the peering stays (it binds when the other side consents) and the apply warns, "
+                "or fails if the provider setting `error_on_not_bound` is true (the peering is recorded). `0s` "
+                "(the default) does not wait. A setting of the provider; the service never sees it."),
 }
 ID_DESCRIPTION = "The resource name, `{}`; also the import id."
 _SCALARS = {cs.Kind.STRING: STRING, cs.Kind.NUMBER: NUMBER, cs.Kind.BOOL: BOOL}

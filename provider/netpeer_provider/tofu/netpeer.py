@@ -27,7 +27,7 @@ from netpeer_provider.core.session import default_namespace
 
 from . import mapping
 from .codec import STRING, UNKNOWN
-from .provider import DataSource, Plan, Provider, ProviderError, Resource, error
+from .provider import DataSource, Plan, Provider, ProviderError, Resource, error, fail_keeping_state, warn
 from .schema import Attribute, Schema
 
 
@@ -188,9 +188,19 @@ class CoreResource(Resource):
             raise ProviderError(failures[0].message, attribute=mapping.path(failures[0].path, self.schema.type))
         try:
             created = self.ops.create(self.session(), clean)
+        except core.NotBound as exc:
+            return self.kept(exc, planned)
         except core.ProviderError as exc:
             raise _fail(exc, self.schema.type) from None
+        for line in created.warnings:
+            warn(line)
         return self.state(created.id, created.outputs, planned)
+
+    def kept(self, exc: core.NotBound, planned: dict) -> dict:
+        """A peering left Failed or not Bound in time with ``error_on_not_bound``: the apply fails, and
+        the object, which exists, is recorded."""
+        fail_keeping_state(exc.message, attribute=mapping.path(exc.path, self.schema.type))
+        return self.state(exc.id, exc.outputs, planned)
 
     def read(self, state: dict) -> dict | None:
         try:
@@ -202,10 +212,14 @@ class CoreResource(Resource):
     def update(self, prior: dict, planned: dict, config: dict) -> dict:
         clean, _ = self.ops.check(self.inputs(planned, planning=False))
         try:
-            outputs = self.ops.update(self.session(), prior["id"], self.olds(prior), clean)
+            updated = self.ops.update(self.session(), prior["id"], self.olds(prior), clean)
+        except core.NotBound as exc:
+            return self.kept(exc, planned)
         except core.ProviderError as exc:
             raise _fail(exc, self.schema.type) from None
-        return self.state(prior["id"], outputs, planned)
+        for line in updated.warnings:
+            warn(line)
+        return self.state(prior["id"], updated.outputs, planned)
 
     def delete(self, state: dict) -> None:
         try:

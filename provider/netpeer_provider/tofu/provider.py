@@ -82,6 +82,15 @@ def warn(summary: str, detail: str = "", attribute: str | Sequence | None = None
     diags.append(warning(summary, detail, attribute))
 
 
+def fail_keeping_state(summary: str, detail: str = "", attribute: str | Sequence | None = None) -> None:
+    """Add an error to the answer of the request being handled while the hook still returns the new
+    state: an apply that fails although its object exists (OpenTofu records it, a new one tainted)."""
+    diags = _collected.get()
+    if diags is None:
+        raise RuntimeError("fail_keeping_state() is only meaningful while a request is being handled")
+    diags.append(error(summary, detail, attribute))
+
+
 @dataclasses.dataclass
 class Plan:
     """What ``plan`` returns: the planned state (``None`` = destroy) and the attributes whose change

@@ -14,8 +14,10 @@
 // It runs programs through `pulumi-language-python-exec` (copied next to this
 // binary from the sdk module) and implements the RPCs needed by
 // `pulumi preview/up/refresh/destroy/import/install/about` and the Automation
-// API. Code generation RPCs (GenerateProject/Package/Program, Pack, Link) are
-// left unimplemented: the engine reports them as such.
+// API, and GenerateProgram (Pulumi's Python program generator: the code
+// `pulumi import` prints). The other code generation RPCs (GenerateProject,
+// GeneratePackage, Pack, Link) are left unimplemented: the engine reports them
+// as such.
 package main
 
 import (
@@ -32,6 +34,10 @@ import (
 	"strings"
 	"sync"
 
+	hclsyntax "github.com/pulumi/pulumi/pkg/v3/codegen/hcl2/syntax"
+	"github.com/pulumi/pulumi/pkg/v3/codegen/pcl"
+	pygen "github.com/pulumi/pulumi/pkg/v3/codegen/python"
+	"github.com/pulumi/pulumi/pkg/v3/codegen/schema"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/plugin"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/cmdutil"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/logging"
@@ -614,4 +620,48 @@ func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest,
 		code = exitErr.ExitCode()
 	}
 	return send(&pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Exitcode{Exitcode: int32(code)}})
+}
+
+// GenerateProgram turns a PCL program into Python with Pulumi's own program generator
+// (pkg/v3/codegen/python): what `pulumi import` and `pulumi convert` print or write.
+func (h *host) GenerateProgram(ctx context.Context,
+	req *pulumirpc.GenerateProgramRequest,
+) (*pulumirpc.GenerateProgramResponse, error) {
+	loader, err := schema.NewLoaderClient(req.GetLoaderTarget())
+	if err != nil {
+		return nil, err
+	}
+	defer loader.Close()
+
+	parser := hclsyntax.NewParser()
+	for path, contents := range req.GetSource() {
+		if err := parser.ParseFile(strings.NewReader(contents), path); err != nil {
+			return nil, err
+		}
+		if parser.Diagnostics.HasErrors() {
+			return &pulumirpc.GenerateProgramResponse{
+				Diagnostics: plugin.HclDiagnosticsToRPCDiagnostics(parser.Diagnostics),
+			}, nil
+		}
+	}
+	options := []pcl.BindOption{pcl.PreferOutputVersionedInvokes}
+	if !req.GetStrict() {
+		options = append(options, pcl.NonStrictBindOptions()...)
+	}
+	program, diags, err := pcl.BindProgramWithContext(ctx, parser.Files, schema.NewCachedLoader(loader), options...)
+	if err != nil {
+		return nil, err
+	}
+	if diags.HasErrors() || program == nil {
+		return &pulumirpc.GenerateProgramResponse{Diagnostics: plugin.HclDiagnosticsToRPCDiagnostics(diags)}, nil
+	}
+	files, genDiags, err := pygen.GenerateProgram(program)
+	if err != nil {
+		return nil, err
+	}
+	diags = append(diags, genDiags...)
+	return &pulumirpc.GenerateProgramResponse{
+		Source:      files,
+		Diagnostics: plugin.HclDiagnosticsToRPCDiagnostics(diags),
+	}, nil
 }

@@ -1,0 +1,5 @@
+"""``python -m netpeer_provider.plugin ENGINE_ADDRESS``: what ``pulumi-resource-netpeer`` runs."""
+
+from netpeer_provider.plugin import main
+
+main()
