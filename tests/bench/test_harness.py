@@ -24,7 +24,7 @@ def test_quick_run_writes_every_section(tmp_path):
                           env={k: v for k, v in os.environ.items() if not k.startswith("NETPEER_")})
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads((out / "results.json").read_text())
-    for section in ("scale", "bulk", "pulumi", "tofu", "shapes", "summary", "meta"):
+    for section in ("scale", "bulk", "pulumi", "tofu", "shapes", "sites", "summary", "meta"):
         assert section in data, section
     summary = data["summary"]
     for section in ("bind", "traffic", "northd", "memory", "cli", "bulk", "pulumi", "shapes", "targets"):
@@ -35,3 +35,5 @@ def test_quick_run_writes_every_section(tmp_path):
     md = (out / "results.md").read_text()
     assert "## Targets" in md and "Bulk apply" in md and "OpenTofu and Pulumi, same resources" in md
     assert set(data["tofu"]["startup"]) == {"plain", "mutual TLS"}
+    assert data["sites"]["time_to_traffic"]["cross_site"]["n"] and data["sites"]["failover"]["outage"]["n"]
+    assert "## Cross-site" in md
