@@ -17,6 +17,19 @@ theirs with ``Config.write``).
     cert = "..."  key = "..."  client_ca = "..."
     [quotas]
     networks_per_namespace = 1000  peerings_per_network = 500  pending_peerings_per_namespace = 2000
+
+Cross-site peering (docs/cross-site.md): the site this netpeerd serves,
+where the other sites' netpeerds reach it, and one table per other site:
+
+    site = "east"
+    [interconnect]
+    listen = "10.200.1.2:7443"            # SiteService only; TLS unless loopback or unix
+    gateway_group = "np-gw-east"          # this site's HA_Chassis_Group
+    cert = "site.crt"  key = "site.key"  ca = "region-ca.crt"   # mTLS between sites
+    [sites.west]
+    endpoint = "10.200.2.2:7443"          # west's [interconnect] listen
+    secret_file = "east-west.secret"      # shared by the two sites, 0600
+    transit_ipv4 = "169.254.0.0/16"       # the link's IPv4 block, the same on both sides
 """
 
 from __future__ import annotations
@@ -33,6 +46,17 @@ from netpeer.core.models import Quotas
 from netpeer.errors import InvalidArgument
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+@dataclasses.dataclass(frozen=True)
+class SiteLink:
+    """Another site, as this netpeerd reaches it (``[sites.NAME]``)."""
+
+    name: str
+    endpoint: str
+    secret_file: Path
+    transit_ipv4: str = "169.254.0.0/16"
+    ca_cert: Path | None = None   # overrides [interconnect] ca for this site
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +78,14 @@ class Config:
     log_format: str = "text"          # or "json": one object per line, with request ids
     metrics_listen: str | None = None  # host:port of the Prometheus endpoint (/metrics); None: off
     quotas: Quotas = Quotas()
+    #: This netpeerd's site ("" : no sites) and its links to the others.
+    site: str = ""
+    site_listen: str | None = None
+    gateway_group: str = ""
+    site_cert: Path | None = None
+    site_key: Path | None = None
+    site_ca: Path | None = None
+    sites: tuple[SiteLink, ...] = ()
 
     # ------------------------------------------------------------ writing
     def to_toml(self) -> str:
@@ -75,7 +107,17 @@ class Config:
                                    ("client_ca", self.tls_client_ca)) if v is not None]
         if tls:
             lines += ["[tls]"] + [f"{k} = {q(v)}" for k, v in tls]
+        if self.site:
+            lines.insert(0, f"site = {q(self.site)}")
+            ic = [(k, v) for k, v in (("listen", self.site_listen), ("gateway_group", self.gateway_group),
+                                      ("cert", self.site_cert), ("key", self.site_key), ("ca", self.site_ca)) if v]
+            lines += ["[interconnect]"] + [f"{k} = {q(v)}" for k, v in ic]
         lines += ["[quotas]"] + [f"{f.name} = {getattr(self.quotas, f.name)}" for f in dataclasses.fields(Quotas)]
+        for link in self.sites:
+            lines += [f"[sites.{link.name}]", f"endpoint = {q(link.endpoint)}", f"secret_file = {q(link.secret_file)}",
+                      f"transit_ipv4 = {q(link.transit_ipv4)}"]
+            if link.ca_cert is not None:
+                lines.append(f"ca_cert = {q(link.ca_cert)}")
         return "\n".join(lines) + "\n"
 
     def write(self, path: str | os.PathLike) -> Path:
@@ -107,7 +149,8 @@ class Config:
             return (base / os.path.expanduser(value)).resolve()
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
-                     "repair_max_delete_share", "tls", "log_level", "log_format", "metrics_listen", "quotas"}, "")
+                     "repair_max_delete_share", "tls", "log_level", "log_format", "metrics_listen", "quotas",
+                     "site", "interconnect", "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
@@ -142,7 +185,8 @@ class Config:
             repair_max_delete_share=float(share),
             tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
-            log_level=level, log_format=log_format, metrics_listen=metrics, quotas=_quotas(raw))
+            log_level=level, log_format=log_format, metrics_listen=metrics, quotas=_quotas(raw),
+            **_sites(raw, p))
 
 
 def _known(raw: dict, known: set[str], prefix: str) -> None:
@@ -158,6 +202,62 @@ def _table(raw: dict, name: str, known: set[str]) -> dict:
         raise InvalidArgument.for_field(name, value, f"must be a table ([{name}])")
     _known(value, known, f"{name}.")
     return value
+
+
+def _sites(raw: dict, p) -> dict:
+    """``site``, ``[interconnect]`` and ``[sites.NAME]``, checked together."""
+    ic = _table(raw, "interconnect", {"listen", "gateway_group", "cert", "key", "ca"})
+    links = _table(raw, "sites", set(raw.get("sites", {}) if isinstance(raw.get("sites"), dict) else ()))
+    site = raw.get("site", "")
+    if not site:
+        if ic or links:
+            raise InvalidArgument.for_field("site", "", "is required with [interconnect] or [sites.*]")
+        return {}
+    validate.site("site", site)
+    if not links:
+        raise InvalidArgument.for_field("sites", "", f"site {site!r} needs at least one other site ([sites.NAME])")
+    if not ic.get("gateway_group"):
+        raise InvalidArgument.for_field("interconnect.gateway_group", "", "is required with site")
+    if not ic.get("listen"):
+        raise InvalidArgument.for_field("interconnect.listen", "", "is required with site (where the other sites' "
+                                        "netpeerds reach this one)")
+    if ("cert" in ic) != ("key" in ic):
+        raise InvalidArgument.for_field("interconnect", "cert/key", "needs both cert and key")
+    out = []
+    blocks = {}
+    for name, table in sorted(links.items()):
+        validate.site(f"sites.{name}", name)
+        if name == site:
+            raise InvalidArgument.for_field(f"sites.{name}", name, "is this netpeerd's own site")
+        if not isinstance(table, dict):
+            raise InvalidArgument.for_field(f"sites.{name}", table, f"must be a table ([sites.{name}])")
+        _known(table, {"endpoint", "secret_file", "transit_ipv4", "ca_cert"}, f"sites.{name}.")
+        for key in ("endpoint", "secret_file"):
+            if not isinstance(table.get(key), str) or not table[key]:
+                raise InvalidArgument.for_field(f"sites.{name}.{key}", table.get(key, ""), "is required")
+        block = _transit_block(f"sites.{name}.transit_ipv4", table.get("transit_ipv4", "169.254.0.0/16"))
+        for other, theirs in blocks.items():
+            if block.overlaps(theirs):
+                raise InvalidArgument.for_field(f"sites.{name}.transit_ipv4", str(block),
+                                                f"overlaps that of sites.{other} ({theirs}): give each link its own "
+                                                "block of 169.254.0.0/16, the same on both sides of the link")
+        blocks[name] = block
+        out.append(SiteLink(name, table["endpoint"], p(table["secret_file"], f"sites.{name}.secret_file"), str(block),
+                            p(table.get("ca_cert"), f"sites.{name}.ca_cert")))
+    return {"site": site, "site_listen": ic["listen"], "gateway_group": ic["gateway_group"],
+            "site_cert": p(ic.get("cert"), "interconnect.cert"), "site_key": p(ic.get("key"), "interconnect.key"),
+            "site_ca": p(ic.get("ca"), "interconnect.ca"), "sites": tuple(out)}
+
+
+def _transit_block(field: str, value) -> "ipaddress.IPv4Network":
+    import ipaddress
+    try:
+        block = ipaddress.ip_network(str(value))
+    except ValueError:
+        raise InvalidArgument.for_field(field, value, "is not an IPv4 prefix (like 169.254.0.0/16)") from None
+    if block.version != 4 or not block.subnet_of(ipaddress.ip_network("169.254.0.0/16")) or block.prefixlen > 24:
+        raise InvalidArgument.for_field(field, value, "must be a block of 169.254.0.0/16, /16 to /24")
+    return block
 
 
 def _quotas(raw: dict) -> Quotas:

@@ -42,8 +42,12 @@ class Daemon:
         self.mode = mode
         self.exit_code = 0
         self.store = SqliteStore(config.store)
-        self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds())
+        self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
+                                  site=_site_context(config))
         self.service = (service_factory or Service)(self.store, self.backend, owner=config.owner)
+        self.site_server = self.site_transport = None
+        if config.site:
+            self._link_sites(config)
         self.service.quotas = config.quotas
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
         self.metrics, self.metrics_server = NONE, None
@@ -75,6 +79,24 @@ class Daemon:
                                          kwargs={"before_first": self._settle_in_background})
         self._programmer = threading.Thread(target=self.service.programmer.run, name="programmer", daemon=True,
                                             args=(self.stopping,))
+
+    def _link_sites(self, config: Config) -> None:
+        """This site's links to the others: the SiteService listener and the
+        exchanges (``netpeer.service.sites``)."""
+        from netpeer.api.sites import SiteServer, SiteTransport
+        from netpeer.ovn import ic_rows
+        secrets = {link.name: _read_secret(f"sites.{link.name}.secret_file", link.secret_file)
+                   for link in config.sites}
+        cert = config.site_cert.read_bytes() if config.site_cert else None
+        key = config.site_key.read_bytes() if config.site_key else None
+        ca = config.site_ca.read_bytes() if config.site_ca else None
+        self.site_transport = SiteTransport(
+            config.site, {link.name: link.endpoint for link in config.sites}, secrets, cert=cert, key=key,
+            ca={link.name: link.ca_cert.read_bytes() if link.ca_cert else ca for link in config.sites})
+        links = self.service.link_sites(config.site, {link.name: ic_rows.capacity(link.transit_ipv4)
+                                                      for link in config.sites},
+                                        self.site_transport, interval=config.sweep_interval.total_seconds())
+        self.site_server = SiteServer(links, config.site_listen, secrets, cert=cert, key=key, ca=ca)
 
     def _settle(self) -> None:
         """The start-up check (raises EpochMismatch); then writes may go."""
@@ -119,12 +141,22 @@ class Daemon:
                  self.config.ovn_nb, self.config.store)
         self._sweeper.start()
         self._programmer.start()
+        if self.site_server is not None:
+            self.site_server.start()
+            self.service.sites.start(self.stopping)
+            LOG.info("site %s: other sites reach it on %s; linked to %s", self.config.site, self.config.site_listen,
+                     ", ".join(link.name for link in self.config.sites))
         return self
 
     def stop(self, grace: float = 2.0) -> None:
         self.stopping.set()
         if self.metrics_server is not None:
             self.metrics_server.stop()
+        if self.site_server is not None:
+            self.site_server.stop(grace=min(grace, 1.0))
+            self.service.sites.poke(self.service.sites.capacity)
+            self.service.sites.join()
+            self.site_transport.close()
         self.server.stop(grace=grace)
         for thread in (self._sweeper, self._programmer):
             if thread.is_alive():
@@ -132,6 +164,29 @@ class Daemon:
         self.backend.close()
         self.store.close()
         LOG.info("netpeerd stopped")
+
+
+def _site_context(config: Config):
+    if not config.site:
+        return None
+    from netpeer.ovn.ic_rows import SiteContext
+    return SiteContext(config.site, config.gateway_group, {link.name: link.transit_ipv4 for link in config.sites})
+
+
+def _read_secret(field: str, path) -> str:
+    """A link's shared secret: a private file with one line."""
+    import os
+    try:
+        mode = os.stat(path).st_mode
+        secret = path.read_text().strip()
+    except OSError as exc:
+        raise InvalidArgument.for_field(field, str(path), f"cannot be read ({exc.strerror})") from None
+    if mode & 0o077:
+        raise InvalidArgument.for_field(field, str(path), f"is readable by others (mode {mode & 0o777:o}): "
+                                        "chmod 600 it")
+    if len(secret) < 16:
+        raise InvalidArgument.for_field(field, str(path), "holds no secret of at least 16 characters")
+    return secret
 
 
 def serve(config: Config, mode: Mode = Mode.CHECK) -> int:

@@ -63,7 +63,7 @@ def peering_json(p: pb.Peering) -> dict[str, Any]:
     ns, network, name = convert.parse_peering_name("name", p.name)
     return {
         "name": name, "namespace": ns, "network": network,
-        "remote_namespace": p.remote.namespace, "remote_network": p.remote.network,
+        "remote_namespace": p.remote.namespace, "remote_network": p.remote.network, "remote_site": p.remote.site,
         "remote_uid": p.remote_uid or None, "network_uid": p.network_uid,
         "phase": PHASE_NAMES[p.phase], "reason": p.reason, "message": p.message,
         "last_phase_transition_time": _time(p, "last_phase_transition_time"),
@@ -81,9 +81,10 @@ def network_json(n: pb.Network) -> dict[str, Any]:
         "routes": [f"{r.prefix} via {r.next_hop}" if r.next_hop else r.prefix for r in n.routes],
         "description": n.description,
         "peerings": [{"name": p.name, "remote_namespace": p.remote_namespace, "remote_network": p.remote_network,
-                      "phase": PHASE_NAMES[p.phase], "reason": p.reason,
+                      "remote_site": p.remote_site, "phase": PHASE_NAMES[p.phase], "reason": p.reason,
                       "last_phase_transition_time": _time(p, "last_phase_transition_time")} for p in n.peerings],
-        "peered_networks": [{"namespace": x.namespace, "name": x.name, "uid": x.uid} for x in n.peered_networks],
+        "peered_networks": [{"namespace": x.namespace, "name": x.name, "uid": x.uid, "site": x.site,
+                             "prefixes": list(x.prefixes)} for x in n.peered_networks],
         "create_time": _time(n, "create_time"), "update_time": _time(n, "update_time"), "etag": n.etag,
         "peering_count": n.peering_count,
     }
@@ -182,7 +183,10 @@ class Client:
                 "last_sweep": report(s.last_sweep) if s.HasField("last_sweep") else None,
                 "last_sweep_start_time": _time(s, "last_sweep_start_time"),
                 "last_sweep_end_time": _time(s, "last_sweep_end_time"),
-                "sweep_totals": report(s.sweep_totals)}
+                "sweep_totals": report(s.sweep_totals), "site": s.site,
+                "sites": [{"site": x.site, "reachable": x.reachable, "last_ok_time": _time(x, "last_ok_time"),
+                           "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures}
+                          for x in s.sites]}
 
     # networks
     def create_network(self, namespace: str, name: str, subnets: list[str], routes: list[str] = (),
@@ -230,9 +234,11 @@ class Client:
     def create_peering(self, namespace: str, network: str, name: str, remote_network: str,
                        remote_namespace: str | None = None, remote_uid: str | None = None,
                        ttl: timedelta | None = None, description: str = "",
-                       validate_only: bool = False) -> dict[str, Any]:
+                       validate_only: bool = False, remote_site: str = "") -> dict[str, Any]:
+        """One side's consent; ``remote_site`` names another site's network."""
         p = pb.Peering(remote=pb.RemoteRef(namespace=remote_namespace or "", network=remote_network,
-                                           uid=remote_uid or ""), description=description or "")
+                                           uid=remote_uid or "", site=remote_site or ""),
+                       description=description or "")
         if ttl is not None:
             p.ttl.FromTimedelta(ttl)
         return peering_json(self._call(self._net.CreatePeering, pb.CreatePeeringRequest(

@@ -90,7 +90,8 @@ def routes_from_pb(routes) -> list[Route | str]:
 def peering_to_pb(p: Peering) -> pb.Peering:
     msg = pb.Peering(
         name=peering_name(p.namespace, p.network, p.name),
-        remote=pb.RemoteRef(namespace=p.remote_namespace, network=p.remote_network, uid=p.remote_uid or ""),
+        remote=pb.RemoteRef(namespace=p.remote_namespace, network=p.remote_network, uid=p.remote_uid or "",
+                            site=p.remote_site),
         description=p.description, ttl=duration(p.ttl), phase=_PHASES[p.phase], reason=p.reason,
         message=p.message, last_phase_transition_time=ts(p.last_phase_transition_time),
         remote_uid=p.remote_uid or "", network_uid=p.network_uid, create_time=ts(p.create_time), etag=p.etag,
@@ -140,10 +141,10 @@ def network_to_pb(view: NetworkView) -> pb.Network:
         description=n.description,
         peerings=[pb.NetworkPeeringStatus(
             name=p.name, remote_namespace=p.remote_namespace, remote_network=p.remote_network,
-            phase=_PHASES[p.phase], reason=p.reason,
+            phase=_PHASES[p.phase], reason=p.reason, remote_site=p.remote_site,
             last_phase_transition_time=ts(p.last_phase_transition_time)) for p in view.peerings],
-        peered_networks=[pb.PeeredNetwork(namespace=ns, name=name, uid=uid)
-                         for ns, name, uid in view.peered_networks],
+        peered_networks=[pb.PeeredNetwork(namespace=x.namespace, name=x.name, uid=x.uid, site=x.site,
+                                          prefixes=list(x.prefixes)) for x in view.peered_networks],
         create_time=ts(n.create_time), update_time=ts(n.update_time), etag=n.etag,
         peering_count=view.peering_count)
 
@@ -177,7 +178,49 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
         out.last_sweep.CopyFrom(report(sweeps.last))
         out.last_sweep_start_time.CopyFrom(ts(sweeps.last_started))
         out.last_sweep_end_time.CopyFrom(ts(sweeps.last_finished))
+    out.site = status.site
+    for link in status.links:
+        item = out.sites.add(site=link.site, reachable=link.reachable, last_error=link.last_error,
+                             exchanges=link.exchanges, failures=link.failures)
+        if link.last_ok is not None:
+            item.last_ok_time.CopyFrom(ts(link.last_ok))
     return out
+
+
+# ------------------------------------------------------------------ between sites
+_PHASE_OF = {v: k for k, v in _PHASES.items()}
+
+
+def site_view_to_pb(view, to_site: str) -> pb.SiteExchange:
+    out = pb.SiteExchange(site=view.site, to_site=to_site)
+    for n, slot in view.networks:
+        item = out.networks.add(namespace=n.namespace, name=n.name, uid=n.uid,
+                                prefixes=[str(x) for x in n.prefixes])
+        if slot is not None:
+            item.attachment = slot
+    for h in view.halves:
+        out.halves.add(namespace=h.namespace, network=h.network, name=h.name, remote_namespace=h.remote_namespace,
+                       remote_network=h.remote_network, network_uid=h.network_uid, remote_uid=h.remote_uid or "",
+                       create_time=ts(h.create_time), phase=_PHASES[h.phase], conflicts=list(h.conflicts),
+                       ready=h.ready)
+    return out
+
+
+def site_view_from_pb(msg: pb.SiteExchange):
+    """A ``SiteView`` from the wire, from the teller's perspective: its halves
+    name networks of ``msg.to_site``."""
+    from netpeer.service.sites import SiteView
+    networks = tuple((Network(n.namespace, n.name, n.uid, tuple(n.prefixes)),
+                      n.attachment if n.HasField("attachment") else None) for n in msg.networks)
+    halves = []
+    for h in msg.halves:
+        if h.phase not in _PHASE_OF:
+            raise InvalidArgument.for_field("halves.phase", h.phase, "is not a phase")
+        halves.append(Peering(h.namespace, h.network, h.name, h.remote_namespace, h.remote_network, h.network_uid,
+                              h.remote_uid or None, phase=_PHASE_OF[h.phase],
+                              create_time=h.create_time.ToDatetime(timezone.utc), conflicts=tuple(h.conflicts),
+                              ready=h.ready, remote_site=msg.to_site))
+    return SiteView(msg.site, networks, tuple(halves))
 
 
 def token_to_pb(t: Token) -> pb.TokenInfo:

@@ -90,7 +90,7 @@ class NetworkHandlers:
         ttl = convert.ttl_from_pb(p.ttl) if p.HasField("ttl") else None
         peering = self.service.create_peering(
             caller, ns, network, request.peering_id, p.remote.namespace or None, p.remote.network,
-            p.remote.uid or None, ttl, p.description, validate_only=request.validate_only)
+            p.remote.uid or None, ttl, p.description, validate_only=request.validate_only, remote_site=p.remote.site)
         return convert.peering_to_pb(peering)
 
     @handler(READ)

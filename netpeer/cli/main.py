@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = peer.add_parser("create", parents=[g], help="consent to peer NETWORK with a remote network")
     c.add_argument("network")
     c.add_argument("peering")
-    c.add_argument("remote", metavar="[REMOTE_NS/]REMOTE_NETWORK")
+    c.add_argument("remote", metavar="[SITE:][REMOTE_NS/]REMOTE_NETWORK",
+                   help="the remote network; SITE: when it is in another site (e.g. west:team-b/net-b)")
     c.add_argument("--remote-uid", help="pin the remote network's identity")
     c.add_argument("--ttl", help="how long it may stay Pending or Failed (default 7d)")
     c.add_argument("--description", default="")
@@ -208,14 +209,22 @@ def parse_token_id(value: str) -> str:
     return parts[1] if len(parts) == 3 and parts[0] == "np" else value.strip()
 
 
-def _split_remote(value: str, default_ns: str) -> tuple[str, str]:
-    if value.count("/") > 1:
-        raise errors.InvalidArgument.for_field("remote", value, "must be REMOTE_NETWORK or REMOTE_NS/REMOTE_NETWORK")
-    ns, slash, net = value.rpartition("/")
+def _split_remote(value: str, default_ns: str) -> tuple[str, str, str]:
+    """``[SITE:][NS/]NETWORK`` -> (site or "", namespace, network)."""
+    site, colon, rest = value.rpartition(":")
+    if colon and not site:
+        raise errors.InvalidArgument.for_field("remote", value, "has an empty site before ':': write "
+                                               "SITE:REMOTE_NS/REMOTE_NETWORK, or leave the site out for this site")
+    if colon:
+        validate.site("remote", site)
+    if rest.count("/") > 1 or ":" in site:
+        raise errors.InvalidArgument.for_field("remote", value,
+                                               "must be [SITE:][REMOTE_NS/]REMOTE_NETWORK")
+    ns, slash, net = rest.rpartition("/")
     if slash and not ns:
         raise errors.InvalidArgument.for_field("remote", value, "has an empty namespace before '/': write "
                                                "REMOTE_NS/REMOTE_NETWORK, or REMOTE_NETWORK for your own namespace")
-    return (ns or default_ns), net
+    return site, (ns or default_ns), net
 
 
 def run(args: argparse.Namespace) -> int:
@@ -287,11 +296,12 @@ def run(args: argparse.Namespace) -> int:
     if cmd == "peering":
         ns = ctx.namespace
         if action == "create":
-            rns, rnet = _split_remote(args.remote, ns)
+            rsite, rns, rnet = _split_remote(args.remote, ns)
             ttl = validate.ttl("--ttl", args.ttl) if args.ttl else None
             if args.remote_uid:
                 validate.uid("--remote-uid", args.remote_uid)
-            r = c.create_peering(ns, args.network, args.peering, rnet, rns, args.remote_uid, ttl, args.description)
+            r = c.create_peering(ns, args.network, args.peering, rnet, rns, args.remote_uid, ttl, args.description,
+                                 remote_site=rsite)
             output.emit(r, ctx.output, output.peering_detail)
         elif action == "list":
             output.emit(c.list_peerings(ns, args.network), ctx.output, output.peerings_table)

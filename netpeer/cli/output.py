@@ -31,15 +31,26 @@ def emit(data: Any, fmt: str, render) -> None:
         sys.stdout.write(render(data) + "\n")
 
 
+def remote(p: dict) -> str:
+    """[SITE:]NS/NETWORK of a peering's remote network."""
+    where = f"{p['remote_namespace']}/{p['remote_network']}"
+    return f"{p['remote_site']}:{where}" if p.get("remote_site") else where
+
+
+def _peer(x: dict) -> str:
+    where = f"{x['namespace']}/{x['name']}"
+    return f"{x['site']}:{where}" if x.get("site") else where
+
+
 def peerings_table(items: list[dict]) -> str:
     return table(["NAME", "DESCRIPTION", "PEER", "STATE", "REASON", "DATAPLANE", "SINCE", "EXPIRES"],
-                 [[p["name"], p["description"], f"{p['remote_namespace']}/{p['remote_network']}", p["phase"],
+                 [[p["name"], p["description"], remote(p), p["phase"],
                    p["reason"], p.get("dataplane", ""), p["last_phase_transition_time"], p["expires_at"] or ""]
                   for p in items])
 
 
 def peering_detail(p: dict) -> str:
-    keys = ["name", "namespace", "network", "remote_namespace", "remote_network", "remote_uid", "phase",
+    keys = ["name", "namespace", "network", "remote_site", "remote_namespace", "remote_network", "remote_uid", "phase",
             "reason", "message", "dataplane", "programmed_at", "last_phase_transition_time", "expires_at", "ttl",
             "description", "create_time"]
     width = max(len(k) for k in keys)
@@ -49,7 +60,7 @@ def peering_detail(p: dict) -> str:
 def networks_table(items: list[dict]) -> str:
     return table(["NAME", "UID", "SUBNETS", "ROUTES", "PEERINGS", "BOUND PEERS", "DESCRIPTION"],
                  [[n["name"], n["uid"], "\n".join(n["subnets"]), "\n".join(n["routes"]), len(n["peerings"]),
-                   "\n".join(f"{x['namespace']}/{x['name']}" for x in n["peered_networks"]), n["description"]]
+                   "\n".join(_peer(x) for x in n["peered_networks"]), n["description"]]
                   for n in items])
 
 
@@ -58,12 +69,14 @@ def network_detail(n: dict) -> str:
              f"description: {n['description']}", "subnets:"] + [f"  - {s}" for s in n["subnets"]]
     lines += ["routes:"] + [f"  - {r}" for r in n["routes"]]
     lines += ["peerings:"] + [
-        f"  - {p['name']}: {p['remote_namespace']}/{p['remote_network']} {p['phase']} ({p['reason']}) "
+        f"  - {p['name']}: {remote(p)} {p['phase']} ({p['reason']}) "
         f"since {p['last_phase_transition_time']}" for p in n["peerings"]]
     more = n.get("peering_count", 0) - len(n["peerings"])
     if more > 0:
         lines.append(f"  ... and {more} more (netpeer peering list {n['name']})")
-    lines += ["peered_networks:"] + [f"  - {x['namespace']}/{x['name']} ({x['uid']})" for x in n["peered_networks"]]
+    lines += ["peered_networks:"] + [
+        f"  - {_peer(x)} ({x['uid']})" + (f": {', '.join(x['prefixes'])}" if x.get("prefixes") else "")
+        for x in n["peered_networks"]]
     return "\n".join(lines)
 
 
@@ -78,7 +91,18 @@ def status_detail(s: dict) -> str:
         f"sweeps:      {s['sweeps']} since start",
         f"last sweep:  {report(s['last_sweep'])}"
         + (f" ({s['last_sweep_start_time']} .. {s['last_sweep_end_time']})" if s["last_sweep"] else ""),
-        f"all sweeps:  {report(s['sweep_totals'])}"])
+        f"all sweeps:  {report(s['sweep_totals'])}"] + _sites(s))
+
+
+def _sites(s: dict) -> list[str]:
+    if not s.get("site"):
+        return []
+    lines = [f"site:        {s['site']}"]
+    for x in s.get("sites", []):
+        state = "reachable" if x["reachable"] else f"UNREACHABLE ({x['last_error'] or 'not tried yet'})"
+        lines.append(f"  link to {x['site']}: {state}; last ok {x['last_ok_time'] or 'never'}; "
+                     f"{x['exchanges']} exchanges, {x['failures']} failed")
+    return lines
 
 
 def tokens_table(items: list[dict]) -> str:

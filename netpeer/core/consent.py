@@ -1,21 +1,32 @@
-"""Consent matching and phase transitions (OEP-8, IEP-9, LXD).
+"""Consent matching and phase transitions (OEP-8, IEP-9, LXD, RFD 119).
 
 A peering is one side's consent. Two peerings *match* when each names the
-other's network (namespace + name) and any pinned uid agrees. A matched pair
-is Bound unless a prefix of one side overlaps a prefix of the other, or of
-another Bound peer of either side; then both halves are Failed. Anything else
-is Pending. ``resolve`` applies these rules to the peerings a change may have
-affected, through a ``World`` (the store's transaction, or a dict in tests).
+other's network (site + namespace + name) and any pinned uid agrees. A
+matched pair is Bound unless a prefix of one side overlaps a prefix of the
+other, or of another Bound peer of either side; then both halves are Failed.
+Anything else is Pending. ``resolve`` applies these rules to the peerings a
+change may have affected, through a ``World`` (the store's transaction, or a
+dict in tests).
+
+Across sites each site decides its own half, from its own data and what the
+other site told it (its mirror of the other site's halves that name networks
+here, with those networks' prefixes): it checks the overlaps it can see (the
+two networks, and the networks Bound to its own side) and tells the other
+site what it found (``Peering.conflicts``). A cross-site pair is Bound when
+both halves match and neither site found a conflict; a new pair binds only
+while the other site answers (``Sites.reachable``), so the two sides never
+disagree for longer than one exchange between them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Iterable, Protocol
 
 import netaddr
 
-from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Reason
+from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Reason, qualified
 
 
 class World(Protocol):
@@ -36,6 +47,37 @@ class World(Protocol):
         """The Bound peerings declared on ``network``."""
 
     def put_peering(self, peering: Peering) -> None: ...
+
+
+class Sites(Protocol):
+    """What consent needs to know about the sites: this one's name (to name
+    its networks to another site's tenants) and which others answer now."""
+
+    here: str
+
+    def reachable(self, site: str) -> bool:
+        """Whether the last exchange with ``site``'s netpeerd succeeded."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OneSite:
+    """A deployment without sites (or a test of one site)."""
+
+    here: str = ""
+
+    def reachable(self, site: str) -> bool:
+        return False
+
+
+ONE_SITE = OneSite()
+
+
+def _label(network: Network, here: str, cross: bool) -> str:
+    """How a network is named in a message: with its site when the pair
+    crosses sites (the message is read in both)."""
+    if cross and not network.site:
+        return qualified(here, str(network.key))
+    return str(network.key)
 
 
 def partner(world: World, p: Peering) -> tuple[Peering, Network, Network] | None:
@@ -73,7 +115,15 @@ def replaced(world: World, p: Peering) -> Network | None:
     return remote
 
 
-def _unmatched(p: Peering, world: World, now: datetime) -> Peering | None:
+def _unreachable(p: Peering, now: datetime) -> Peering:
+    """Pending because the remote site does not answer: says nothing of the
+    remote network (it may not exist)."""
+    return p.transition(Phase.PENDING, Reason.REMOTE_SITE_UNREACHABLE,
+                        f"site {p.remote_site} does not answer; this peering binds by itself once it does, "
+                        f"if {p.remote_key} consents", now)
+
+
+def _unmatched(p: Peering, world: World, now: datetime, sites: Sites) -> Peering | None:
     """What an unmatched half becomes, or None when it stays as it is."""
     newcomer = replaced(world, p)
     if newcomer is not None:
@@ -81,6 +131,10 @@ def _unmatched(p: Peering, world: World, now: datetime) -> Peering | None:
                             f"{p.remote_key} was deleted and re-created (uid now {newcomer.uid}); this peering is "
                             f"pinned to the old one ({p.remote_uid}): update its remote_uid to {newcomer.uid} "
                             "(or clear it) to peer with the new one", now)
+    if p.remote_site and p.phase != Phase.BOUND and not sites.reachable(p.remote_site):
+        return _unreachable(p, now)
+    if p.phase == Phase.PENDING and p.reason == Reason.REMOTE_SITE_UNREACHABLE:
+        return p.transition(Phase.PENDING, Reason.AWAITING_REMOTE, f"waiting for {p.remote_key} to consent", now)
     if p.phase == Phase.PENDING and p.reason != Reason.REMOTE_REPLACED:
         return None
     # The other half (or its network) went away: RemoteWithdrawn.
@@ -89,7 +143,10 @@ def _unmatched(p: Peering, world: World, now: datetime) -> Peering | None:
 
 
 def bound_peers(world: World, network: NetworkKey) -> list[Network]:
-    """The networks ``network`` is Bound to, in a stable order."""
+    """The networks ``network`` is Bound to, in a stable order (none for a
+    network of another site: that site checks its own side)."""
+    if network.site:
+        return []
     out = []
     for p in world.bound_peerings_of(network):
         peer = world.get_network(p.remote_key)
@@ -104,23 +161,29 @@ def overlaps(a: Iterable[netaddr.IPNetwork], b: Iterable[netaddr.IPNetwork]) -> 
     return [(x, y) for x in a for y in bs if x.version == y.version and (x in y or y in x)]
 
 
-def pair_conflicts(world: World, local: Network, remote: Network) -> list[str]:
+def pair_conflicts(world: World, local: Network, remote: Network, here: str = "") -> list[str]:
     """Why ``local`` and ``remote`` may not be Bound, as sentences; empty if
     they may. Third networks are never named: both sides consented to share
-    with each other, not with each other's peers."""
-    problems = [f"{x} of {local.key} overlaps {y} of {remote.key}"
+    with each other, not with each other's peers. For a network of another
+    site, only what this site can see: the other site checks the rest."""
+    cross = bool(local.site or remote.site)
+    name = {n.key: _label(n, here, cross) for n in (local, remote)}
+    problems = [f"{x} of {name[local.key]} overlaps {y} of {name[remote.key]}"
                 for x, y in overlaps(local.prefixes, remote.prefixes)]
     for side, other in ((local, remote), (remote, local)):
         for third in bound_peers(world, side.key):
             if third.key == other.key:
                 continue
             for x, _ in overlaps(other.prefixes, third.prefixes):
-                problems.append(f"{x} of {other.key} overlaps a network already peered with {side.key}")
+                problems.append(f"{x} of {name[other.key]} overlaps a network already peered with {name[side.key]}")
     return problems
 
 
 def prefix_change_conflicts(world: World, network: Network) -> list[str]:
-    """Why ``network`` (with its new prefixes) would break a Bound peering."""
+    """Why ``network`` (with its new prefixes) would break a Bound peering.
+    For a peer in another site only the direct overlap can be seen here; if
+    the new prefixes overlap a network Bound to it there, that site finds it
+    and the pair fails."""
     problems = []
     for peer in bound_peers(world, network.key):
         for x, y in overlaps(network.prefixes, peer.prefixes):
@@ -133,10 +196,43 @@ def prefix_change_conflicts(world: World, network: Network) -> list[str]:
     return problems
 
 
-def resolve(world: World, keys: Iterable[PeeringKey], now: datetime) -> list[tuple[Peering, Peering]]:
+def _cross_site(p: Peering, q: Peering, local: Network, remote: Network, world: World, now: datetime,
+                sites: Sites) -> Peering:
+    """Our half ``p`` of a matched cross-site pair (``q`` is the other site's,
+    as it last told us). Failed when either side sees a conflict; else Bound
+    once the other side is ready too (``q.ready``: it has seen both halves).
+    A pair not Bound yet binds only while the other site answers, so the two
+    sides bind in the same exchange or not at all. Until then the answer is
+    the one a missing remote gets: nothing is revealed before binding."""
+    mine = pair_conflicts(world, local, remote, sites.here)
+    problems = mine + [c for c in q.conflicts if c not in mine]
+    if problems:
+        msg = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        return p.transition(Phase.FAILED, Reason.OVERLAPPING_PREFIXES, msg, now, conflicts=tuple(mine))
+    if p.phase == Phase.BOUND or (q.ready and sites.reachable(q.site)):
+        return p.transition(Phase.BOUND, Reason.BOUND, f"peered with {remote.key}", now, remote_uid=remote.uid)
+    if not sites.reachable(q.site):
+        return _unreachable(p, now)
+    return p.transition(Phase.PENDING, Reason.AWAITING_REMOTE, f"waiting for {p.remote_key} to consent", now)
+
+
+def ready(world: World, p: Peering, here: str = "") -> bool:
+    """Whether this site would bind our cross-site half ``p`` as far as its
+    own side goes: Bound already, or matched with no conflict here."""
+    if p.phase == Phase.BOUND:
+        return True
+    if p.phase != Phase.PENDING or p.conflicts:
+        return False
+    match = partner(world, p)
+    return match is not None and not pair_conflicts(world, match[1], match[2], here)
+
+
+def resolve(world: World, keys: Iterable[PeeringKey], now: datetime,
+            sites: Sites = ONE_SITE) -> list[tuple[Peering, Peering]]:
     """Re-evaluates the given peerings (and their partners) and writes every
     change through ``world``. Returns (before, after) for each peering whose
-    state changed.
+    state changed. Only this site's halves are written; another site's
+    halves (as mirrored here) are read.
 
     Halves whose other half went away are withdrawn first, so that a Bound
     half about to become Pending never blocks another pair. Then order
@@ -161,20 +257,23 @@ def resolve(world: World, keys: Iterable[PeeringKey], now: datetime) -> list[tup
 
     for stale in candidates:
         p = world.get_peering(stale.key)
-        if p is not None and p.phase != Phase.PENDING and partner(world, p) is None:
-            put(_unmatched(p, world, now), p)
+        if p is not None and not p.site and p.phase != Phase.PENDING and partner(world, p) is None:
+            put(_unmatched(p, world, now, sites), p)
 
     for stale in candidates:
         p = world.get_peering(stale.key)  # may have changed as a partner
-        if p is None:
+        if p is None or p.site:
             continue
         match = partner(world, p)
         if match is None:
-            new = _unmatched(p, world, now)
+            new = _unmatched(p, world, now, sites)
             if new is not None:
                 put(new, p)
             continue
         q, local, remote = match
+        if q.site:
+            put(_cross_site(p, q, local, remote, world, now, sites), p)
+            continue
         if p.phase == Phase.BOUND and q.phase == Phase.BOUND:
             continue  # Bound pairs stay Bound: prefix updates that would conflict are refused
         problems = pair_conflicts(world, local, remote)

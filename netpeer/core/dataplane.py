@@ -16,6 +16,17 @@ from netpeer.core.models import Network
 
 
 @dataclasses.dataclass(frozen=True)
+class RemotePeer:
+    """A network of another site that a network here is Bound to, as that
+    site told this one: what it exports (``network.subnets``), its site
+    (``network.site``) and its slot on the link between the two sites."""
+
+    network: Network
+    attachment: int
+    peering_name: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class NetworkState:
     """One network as the dataplane should show it: the network and the
     networks it is Bound to (in a stable order)."""
@@ -25,6 +36,11 @@ class NetworkState:
     #: (peer uid, name of this network's peering towards it), for people and
     #: for rebuilding a lost store from the dataplane (``--adopt-ovn``).
     peering_names: tuple[tuple[str, str], ...] = ()
+    #: (other site, slot): the links to other sites this network is attached
+    #: to (it has a half naming a network there, Bound or not yet).
+    attachments: tuple[tuple[str, int], ...] = ()
+    #: The networks of other sites it is Bound to.
+    remote_peers: tuple[RemotePeer, ...] = ()
 
     @property
     def uid(self) -> str:

@@ -31,19 +31,30 @@ class Reason:
     # The remote network was deleted and re-created (a new uid) and the new
     # one consents, but this half is pinned to the old one: re-pin to bind.
     REMOTE_REPLACED = "RemoteReplaced"
+    # The remote network is in another site whose netpeerd cannot be reached
+    # now: nothing is known or said about the remote network; the half binds
+    # by itself once the site answers (if the other half is there).
+    REMOTE_SITE_UNREACHABLE = "RemoteSiteUnreachable"
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def qualified(site: str, rest: str) -> str:
+    """``SITE:rest`` for a thing of another site, ``rest`` for one of this site."""
+    return f"{site}:{rest}" if site else rest
+
+
 @dataclasses.dataclass(frozen=True, order=True)
 class NetworkKey:
     namespace: str
     name: str
+    #: The site the network lives in; "" is this site (the netpeerd's own).
+    site: str = ""
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return qualified(self.site, f"{self.namespace}/{self.name}")
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -51,13 +62,15 @@ class PeeringKey:
     namespace: str
     network: str
     name: str
+    #: The site of the peering's network; "" is this site.
+    site: str = ""
 
     @property
     def network_key(self) -> NetworkKey:
-        return NetworkKey(self.namespace, self.network)
+        return NetworkKey(self.namespace, self.network, self.site)
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.network}/{self.name}"
+        return qualified(self.site, f"{self.namespace}/{self.network}/{self.name}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +93,15 @@ class Network:
     create_time: datetime = dataclasses.field(default_factory=utcnow)
     update_time: datetime = dataclasses.field(default_factory=utcnow)
     revision: int = 1
+    #: "" for a network of this site. A network of another site, represented
+    #: locally (RFD 119: what that site told this one about it, because one
+    #: of its halves names a network here), carries its site, and everything
+    #: it exports as ``subnets``.
+    site: str = ""
 
     @property
     def key(self) -> NetworkKey:
-        return NetworkKey(self.namespace, self.name)
+        return NetworkKey(self.namespace, self.name, self.site)
 
     @property
     def prefixes(self) -> tuple[netaddr.IPNetwork, ...]:
@@ -123,6 +141,22 @@ class Peering:
     # chassis had applied it (None while it has not, or never changed).
     dataplane_cfg: int | None = None
     programmed_at: datetime | None = None
+    #: The remote network's site; "" when it is in this site.
+    remote_site: str = ""
+    #: The site of this half's own network: "" for a half of this site; set
+    #: on a half of another site as this site mirrors it.
+    site: str = ""
+    #: Why this half's own site holds that the pair may not be Bound (prefix
+    #: overlaps it can see: between the two networks, or with a network Bound
+    #: to its own side); empty when it sees none. Each site checks its side
+    #: and tells the other; a cross-site pair is Bound only when neither
+    #: side has any.
+    conflicts: tuple[str, ...] = ()
+    #: On a half of another site: whether its site sees the pair matched
+    #: with no conflict on its side (it would bind). A cross-site pair binds
+    #: on each side only once the other side is ready, so neither side binds
+    #: before the other has seen both halves.
+    ready: bool = False
 
     @property
     def dataplane(self) -> str:
@@ -132,15 +166,19 @@ class Peering:
 
     @property
     def key(self) -> PeeringKey:
-        return PeeringKey(self.namespace, self.network, self.name)
+        return PeeringKey(self.namespace, self.network, self.name, self.site)
 
     @property
     def network_key(self) -> NetworkKey:
-        return NetworkKey(self.namespace, self.network)
+        return NetworkKey(self.namespace, self.network, self.site)
 
     @property
     def remote_key(self) -> NetworkKey:
-        return NetworkKey(self.remote_namespace, self.remote_network)
+        return NetworkKey(self.remote_namespace, self.remote_network, self.remote_site)
+
+    @property
+    def cross_site(self) -> bool:
+        return bool(self.remote_site or self.site)
 
     @property
     def expires_at(self) -> datetime | None:
@@ -155,7 +193,7 @@ class Peering:
         return f"{self.network_uid[:8]}-{self.revision}"
 
     def transition(self, phase: Phase, reason: str, message: str, now: datetime,
-                   remote_uid: str | None = None) -> "Peering":
+                   remote_uid: str | None = None, conflicts: tuple[str, ...] = ()) -> "Peering":
         """The peering after a (possible) phase change. The transition time is
         stamped only when the phase itself changes (IEP-9)."""
         changed = phase != self.phase
@@ -165,6 +203,7 @@ class Peering:
             reason=reason,
             message=message,
             remote_uid=remote_uid if remote_uid is not None else self.remote_uid,
+            conflicts=tuple(conflicts),
             last_phase_transition_time=now if changed else self.last_phase_transition_time,
             # A new phase: the dataplane state is that of the write it is in:
             # a pair entering Bound waits for its rows to reach the chassis

@@ -24,11 +24,16 @@ _NAME = re.compile(r"^[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 _TTL = re.compile(r"^\s*(\d+)\s*([smhdw]?)\s*$")
 _TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
-# Prefixes no subnet or route may touch: they are not routable between networks.
+# Prefixes no subnet or route may touch: they are not routable between
+# networks, or (169.254.0.0/16 and TRANSIT_IPV6) they address the links
+# between sites.
+TRANSIT_IPV6 = "fd6e:7065::/32"
 _SPECIAL = [netaddr.IPNetwork(p) for p in (
     "0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
-    "::/128", "::1/128", "::ffff:0:0/96", "fe80::/10", "ff00::/8",
+    "::/128", "::1/128", "::ffff:0:0/96", "fe80::/10", "ff00::/8", TRANSIT_IPV6,
 )]
+# A site's name: short (it is part of OVN port names), lower case.
+_SITE = re.compile(r"^[a-z][a-z0-9]{0,9}$")
 _SUBNET_LEN = {4: (8, 30), 6: (16, 126)}
 _ROUTE_LEN = {4: (1, 32), 6: (1, 128)}
 
@@ -47,6 +52,16 @@ def name(field: str, value: object, *, peering: bool = False) -> str:
             "starting with a letter and not ending with a dash")
     if peering and value.lower() in RESERVED_PEERING_NAMES:
         raise InvalidArgument.for_field(field, value, "is reserved")
+    return value
+
+
+def site(field: str, value: object) -> str:
+    """A site name: 1-10 lower-case ASCII letters and digits, starting with a letter."""
+    if not isinstance(value, str) or value == "":
+        raise InvalidArgument.for_field(field, value, "is required")
+    if not _SITE.fullmatch(value):
+        raise InvalidArgument.for_field(field, value, "is not a valid site name: use 1-10 lower-case ASCII letters "
+                                        "and digits, starting with a letter")
     return value
 
 

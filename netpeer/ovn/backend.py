@@ -36,6 +36,7 @@ from ovsdbapp.schema.ovn_northbound import impl_idl
 from netpeer.core.dataplane import Desired, Stamp, SyncReport
 from netpeer.errors import FailedPrecondition, Unavailable
 from netpeer.ovn import _idl, names, rows
+from netpeer.ovn.ic_rows import Ref, SiteContext
 from netpeer.ovn.ports import InstancePort, InstancePorts
 from netpeer.ovn.rows import CHILD_COLUMNS, MANAGED_KINDS, ROOT_TABLES, Row
 
@@ -46,14 +47,17 @@ NB_SCHEMA = "OVN_Northbound"
 # The tables and columns netpeer reads and writes; the IDL replicates only these.
 COLUMNS: dict[str, list[str]] = {
     "NB_Global": ["nb_cfg", "sb_cfg", "hv_cfg"],
-    "Logical_Router": ["name", "ports", "static_routes", "policies", "external_ids"],
-    "Logical_Router_Port": ["name", "mac", "networks", "peer", "external_ids"],
+    "Logical_Router": ["name", "ports", "static_routes", "policies", "external_ids", "options"],
+    "Logical_Router_Port": ["name", "mac", "networks", "peer", "external_ids", "ha_chassis_group"],
     "Logical_Router_Static_Route": ["ip_prefix", "nexthop", "output_port", "external_ids"],
     "Logical_Router_Policy": ["priority", "match", "action", "external_ids"],
     "Logical_Switch": ["name", "ports", "external_ids"],
     "Logical_Switch_Port": ["name", "type", "addresses", "options", "external_ids", "up"],
     "Address_Set": ["name", "addresses", "external_ids"],
+    "HA_Chassis_Group": ["name"],
 }
+# Tables of rows we only refer to by name (never change).
+REF_TABLES = ("HA_Chassis_Group",)
 # Longest pause between two attempts to (re)connect to an NB member (python-ovs's minimum).
 RECONNECT_BACKOFF_MS = 1000
 
@@ -71,6 +75,11 @@ def _norm(value):
 
 class ForeignRowConflict(Exception):
     """A row that is not ours has the name of one of our rows."""
+
+
+class MissingRow(Exception):
+    """A row we refer to or hang ours under (the site's gateway group, a
+    transit switch) does not exist: the site is not set up for it."""
 
 
 class _Refused(Exception):
@@ -92,7 +101,40 @@ class _OwnedRows(ovs_command.BaseCommand):
     def _lookup(self, table: str, name: str):
         return self.api.lookup(table, name, default=None)
 
-    def _actual(self, uid: str) -> dict[str, tuple[object, object | None, str | None]]:
+    def _value(self, value):
+        """A desired column value as the IDL takes it (a ``Ref`` becomes its row)."""
+        if isinstance(value, Ref):
+            row = self._lookup(value.table, value.name)
+            if row is None:
+                raise MissingRow(f"{value.table} {value.name} does not exist: this site's gateways are not set up "
+                                 "(see docs/cross-site.md, what an operator deploys per site)")
+            return [row]
+        return value
+
+    def _same(self, have, want) -> bool:
+        if isinstance(want, Ref):
+            target = self._lookup(want.table, want.name)
+            rows_ = have if isinstance(have, (list, tuple)) else [have]
+            return target is not None and [r.uuid for r in rows_ if r is not None] == [target.uuid]
+        return _norm(have) == _norm(want)
+
+    def _transit_children(self, uid: str, found: dict, wanted) -> None:
+        """Adds to ``found`` the rows of ``uid`` on transit switches (switches
+        we do not own, created by ovn-ic): those named by the desired rows and
+        by the network's own transit router ports."""
+        switches = {w.parent.name for w in wanted or () if w.parent is not None and w.parent.table == "Logical_Switch"
+                    and w.parent.name.startswith(names.TRANSIT_PREFIX)}
+        switches |= {_get(row, "external_ids").get(names.TRANSIT_SWITCH) for row, _, _ in found.values()}
+        for ts in sorted(s for s in switches if s):
+            switch = self._lookup("Logical_Switch", ts)
+            if switch is None or self._ours(switch):
+                continue
+            for child in _get(switch, "ports"):
+                ext = _get(child, "external_ids")
+                if self._ours(child) and ext.get(names.NETWORK) == uid:
+                    found[ext.get(names.ID) or f"malformed/{child.uuid}"] = (child, switch, "ports")
+
+    def _actual(self, uid: str, wanted=None) -> dict[str, tuple[object, object | None, str | None]]:
         """ident -> (row, parent row, parent column) for the rows of ``uid``."""
         found = {}
         for table, name in rows.root_names(uid):
@@ -118,6 +160,7 @@ class _OwnedRows(ovs_command.BaseCommand):
                         # desired row: it is deleted (and the desired one made)
                         # in the same transaction, so unique names do not clash.
                         found[ext.get(names.ID) or f"malformed/{child.uuid}"] = (child, root, column)
+        self._transit_children(uid, found, wanted)
         return found
 
     def _stray(self, row, keep, root: bool) -> bool:
@@ -148,7 +191,7 @@ class _OwnedRows(ovs_command.BaseCommand):
         row, parent, _ = have
         if want.parent is not None and parent is None:
             return True
-        if any(_norm(_get(row, col)) != _norm(value) for col, value in want.columns.items()):
+        if any(not self._same(_get(row, col), value) for col, value in want.columns.items()):
             return True
         return _get(row, "external_ids") != dict(want.external_ids)
 
@@ -199,7 +242,7 @@ class SyncNetworks(_OwnedRows):
             row.external_ids = dict(want.external_ids)
 
     def _sync_one(self, txn, uid: str, wanted: list[Row], created_roots) -> SyncReport:
-        actual = self._actual(uid)
+        actual = self._actual(uid, wanted)
         created = updated = deleted = 0
         for want in wanted:
             have = actual.pop(want.ident, None)
@@ -207,8 +250,8 @@ class SyncNetworks(_OwnedRows):
                 row, parent, _ = have
                 changed = False
                 for col, value in want.columns.items():
-                    if _norm(_get(row, col)) != _norm(value):
-                        setattr(row, col, value)
+                    if not self._same(_get(row, col), value):
+                        setattr(row, col, self._value(value))
                         changed = True
                 if _get(row, "external_ids") != dict(want.external_ids):
                     row.external_ids = dict(want.external_ids)
@@ -219,7 +262,7 @@ class SyncNetworks(_OwnedRows):
                 continue
             row = txn.insert(self.api.tables[want.table])
             for col, value in want.columns.items():
-                setattr(row, col, value)
+                setattr(row, col, self._value(value))
             row.external_ids = dict(want.external_ids)
             created += 1
             if want.parent is None:
@@ -237,6 +280,10 @@ class SyncNetworks(_OwnedRows):
         key = (want.parent.table, want.parent.name)
         parent = created_roots.get(key) or self._lookup(*key)
         if parent is None:
+            if want.parent.name.startswith(names.TRANSIT_PREFIX):
+                raise MissingRow(f"transit switch {want.parent.name} does not exist in this site's NB: the link "
+                                 "between the two sites is not set up (see docs/cross-site.md, what an operator "
+                                 "deploys per site)")
             raise RuntimeError(f"{want.parent.table} {want.parent.name} missing for {want.ident}")
         parent.addvalue(want.parent.column, row)
 
@@ -272,7 +319,7 @@ class FindDrift(_OwnedRows):
         drifted = set()
         for uid, wanted in self.desired.items():
             try:
-                actual = self._actual(uid)
+                actual = self._actual(uid, wanted)
             except ForeignRowConflict:
                 drifted.add(uid)
                 continue
@@ -326,9 +373,11 @@ class OvnBackend:
     elections (tests/faults/test_ovn_faults.py).
     """
 
-    def __init__(self, remote: str, owner: str = "netpeer", timeout: float = 10.0):
+    def __init__(self, remote: str, owner: str = "netpeer", timeout: float = 10.0, site: SiteContext | None = None):
         self.remote = remote
         self.owner = owner
+        #: This site, for networks peered with other sites (None: no sites).
+        self.site = site
         self.timeout = timeout
         self._api = None
         self._lock = threading.Lock()
@@ -360,7 +409,7 @@ class OvnBackend:
                 # renamed by hand (tests/trust/test_drift.py). We never look
                 # ports up by name, so they get no index.
                 api = api_class(conn, start=False, auto_index=False)
-                for table in ROOT_TABLES:
+                for table in ROOT_TABLES + REF_TABLES:
                     api.create_index(table, "name")
                 api.start_connection(conn)
                 with self._lock:
@@ -422,7 +471,7 @@ class OvnBackend:
         try:
             txn.commit()
             self.on_transaction(what, time.perf_counter() - started)
-        except ForeignRowConflict as exc:
+        except (ForeignRowConflict, MissingRow) as exc:
             raise FailedPrecondition(f"OVN: {exc}; nothing was changed") from exc
         except ovsdbapp_exceptions.TimeoutException as exc:
             # Never quote the exception in the answer: ovsdbapp's
@@ -452,7 +501,7 @@ class OvnBackend:
 
     # ------------------------------------------------------------ Dataplane
     def _rows(self, desired: Desired) -> dict[str, list[Row] | None]:
-        return {uid: rows.desired_rows(self.owner, state) if state is not None else None
+        return {uid: rows.desired_rows(self.owner, state, self.site) if state is not None else None
                 for uid, state in desired.items()}
 
     def sync(self, desired: Desired, stamp: Stamp | None = None, track: bool = False) -> SyncReport:

@@ -75,3 +75,33 @@ def router_mac(uid: str) -> str:
 def instance_mac(uid: str, instance: str) -> str:
     digest = hashlib.sha256(f"{uid}/{instance}".encode()).digest()
     return "0e:" + ":".join(f"{b:02x}" for b in digest[:5])
+
+
+# ------------------------------------------------------------------ sites (OVN Interconnection)
+SITE = "netpeer:site"                        # on cross-site rows: the other site
+TRANSIT_SWITCH = "netpeer:transit-switch"    # on cross-site rows: the transit switch they use
+TRANSIT_PREFIX = "np-ts-"
+
+
+def transit_switch(site_a: str, site_b: str) -> str:
+    """The transit switch shared by two sites: ``np-ts-<first>-<second>`` (sorted)."""
+    if site_a == site_b:
+        raise ValueError("a transit switch joins two different sites")
+    a, b = sorted((site_a, site_b))
+    return f"{TRANSIT_PREFIX}{a}-{b}"
+
+
+def transit_router_port(uid: str, other_site: str) -> str:
+    """A network's router port on the transit switch towards ``other_site``."""
+    return f"np-tsr-{_short(uid)}-{other_site}"
+
+
+def transit_switch_port(site: str, other_site: str, uid: str) -> str:
+    """Its switch port. OVN-IC indexes port names across all sites, hence the site."""
+    return f"np-tsp-{site}-{other_site}-{_short(uid)}"
+
+
+def transit_mac(site: str, uid: str, other_site: str) -> str:
+    """A locally administered MAC, unique on the transit switch across sites."""
+    digest = hashlib.sha256(f"{site}/{uid}/{other_site}".encode()).digest()
+    return "0a:" + ":".join(f"{b:02x}" for b in digest[:5])

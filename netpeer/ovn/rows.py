@@ -29,7 +29,8 @@ from netpeer.ovn import names
 # Kinds of rows a sync manages (``netpeer:kind``). Rows of other kinds (the
 # dev tools' instance ports) live on our switches but are left alone until
 # the switch goes.
-MANAGED_KINDS = frozenset({"router", "switch", "lan-port", "peer-port", "route", "policy", "address-set"})
+MANAGED_KINDS = frozenset({"router", "switch", "lan-port", "peer-port", "route", "policy", "address-set",
+                           "transit-port"})
 INSTANCE_KIND = "instance"
 STATE_KIND = "state"   # the stamp's marker row (names.state_marker)
 
@@ -136,9 +137,19 @@ def ident_of_root(table: str, uid: str, name: str) -> str:
     return root_ident(table, uid, version)
 
 
-def desired_rows(owner: str, state: NetworkState) -> list[Row]:
-    """The rows of one network in the state the core wants it."""
-    return network_rows(owner, state.network, list(state.peers), dict(state.peering_names))
+def desired_rows(owner: str, state: NetworkState, site=None) -> list[Row]:
+    """The rows of one network in the state the core wants it; with its
+    links to other sites (``netpeer.ovn.ic_rows``) when it has any."""
+    out = network_rows(owner, state.network, list(state.peers), dict(state.peering_names))
+    if not state.attachments and not state.remote_peers:
+        return out
+    from netpeer.ovn import ic_rows   # it builds on this module
+    if site is None:
+        raise ValueError(f"network {state.network.uid} has peerings with other sites, but this netpeerd has no site "
+                         "configured (site = ... in its configuration)")
+    router = out[0]
+    out[0] = dataclasses.replace(router, columns={**router.columns, "options": dict(ic_rows.ROUTER_OPTIONS)})
+    return out + ic_rows.network_ic_rows(owner, state, site)
 
 
 def network_rows(owner: str, network: Network, peers: list[Network],

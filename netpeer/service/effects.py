@@ -7,20 +7,27 @@ from datetime import datetime
 from typing import Iterable
 
 from netpeer.core import consent
+from netpeer.core.consent import ONE_SITE, Sites
 from netpeer.core.models import Peering, PeeringKey, Phase
 from netpeer.store.base import Transaction
 
 
 def touched_by(tx: Transaction, changes: list[tuple[Peering | None, Peering | None]]) -> set[str]:
     """Networks whose dataplane changes when these peerings change: both
-    sides of every pair that enters or leaves Bound."""
+    sides of every pair that enters or leaves Bound (this site's side only,
+    for a pair across sites), and a network's first or last half towards
+    another site (its attachment to that site)."""
     uids: set[str] = set()
     for old, new in changes:
         was = old is not None and old.phase == Phase.BOUND
         now = new is not None and new.phase == Phase.BOUND
-        if was != now:
-            p = new or old
+        p = new or old
+        if p.remote_site and (old is None or new is None):
             uids.add(p.network_uid)
+        if was != now:
+            uids.add(p.network_uid)
+            if p.remote_site:
+                continue
             if p.remote_uid:
                 uids.add(p.remote_uid)
             else:
@@ -30,18 +37,21 @@ def touched_by(tx: Transaction, changes: list[tuple[Peering | None, Peering | No
     return uids
 
 
-def resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime) -> set[str]:
+def resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime, sites: Sites = ONE_SITE) -> set[str]:
     """Re-evaluates consent for these peerings; the networks to re-program."""
-    return touched_by(tx, consent.resolve(tx, keys, now))
+    return touched_by(tx, consent.resolve(tx, keys, now, sites))
 
 
-def remove_peering(tx: Transaction, old: Peering, now: datetime) -> set[str]:
+def remove_peering(tx: Transaction, old: Peering, now: datetime, sites: Sites = ONE_SITE) -> set[str]:
     """Deletes a peering and re-evaluates what it affected: its partner, and
-    pairs that failed because of it (they may bind now)."""
+    pairs that failed because of it (they may bind now). The network's last
+    half towards another site releases its attachment to that site."""
     tx.delete_peering(old.key)
+    if old.remote_site and not tx.has_peering_to_site(old.network_key, old.remote_site):
+        tx.release_attachment(old.network_uid, old.remote_site)
     touched = touched_by(tx, [(old, None)])
     partner = tx.find_peering_to(old.remote_key, old.network_key)
-    keys = [partner.key] if partner else []
+    keys = [partner.key] if partner and not partner.site else []
     for n in (old.network_key, old.remote_key):
         keys += [p.key for p in tx.failed_peerings_of(n)]
-    return touched | resolve(tx, keys, now)
+    return touched | resolve(tx, keys, now, sites)

@@ -22,7 +22,8 @@ def _shown(state: NetworkState | None):
         return None
     n = state.network
     return (n.uid, n.namespace, n.name, n.subnets, n.routes,
-            tuple((p.uid, p.subnets, p.routes) for p in state.peers), state.peering_names)
+            tuple((p.uid, p.subnets, p.routes) for p in state.peers), state.peering_names, state.attachments,
+            tuple((r.network.uid, r.network.site, r.network.subnets, r.attachment) for r in state.remote_peers))
 
 
 class MemoryDataplane:

@@ -25,6 +25,7 @@ from netpeer.service import effects
 from netpeer import __version__
 from netpeer.service.programming import Programmer
 from netpeer.service.reconciler import Reconciler, SweepReport, SweepStatus
+from netpeer.service.sites import SiteLinks
 from netpeer.service.tokens import Tokens
 from netpeer.service.writes import WriteQueue
 from netpeer.store.base import Store, Transaction
@@ -37,6 +38,20 @@ class ServerStatus:
     version: str
     dataplane_connected: bool
     sweeps: SweepStatus
+    site: str = ""
+    links: tuple = ()     # netpeer.service.sites.LinkStatus, one per other site
+
+
+@dataclasses.dataclass(frozen=True)
+class PeeredNetwork:
+    """A network a network is Bound to: in this site, or in another one and
+    represented here (RFD 119: what that site told, mirrored both ways)."""
+
+    namespace: str
+    name: str
+    uid: str
+    site: str = ""                      # "" : this site
+    prefixes: tuple[str, ...] = ()      # what it exports (subnets, then routes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +61,7 @@ class NetworkView:
 
     network: Network
     peerings: tuple[Peering, ...]                      # the first VIEW_PEERINGS, by name
-    peered_networks: tuple[tuple[str, str, str], ...]  # (namespace, name, uid)
+    peered_networks: tuple[PeeredNetwork, ...]
     peering_count: int = 0                             # all of them
 
 
@@ -62,6 +77,15 @@ class Service:
         self.writes = WriteQueue(store, dataplane_, max_group)
         self.reconciler = Reconciler(store, dataplane_, self.writes, lambda: self.clock())
         self.programmer = Programmer(store, dataplane_, self.writes, lambda: self.clock())
+        self.link_sites("", {})
+
+    def link_sites(self, here: str, sites: dict[str, int], transport=None, interval: float = 5.0) -> SiteLinks:
+        """Makes this service site ``here``, linked to ``sites`` (name -> how
+        many of its networks each link has room for) through ``transport``."""
+        self.sites = SiteLinks(self, here, sites, transport, interval, lambda: self.clock())
+        self.reconciler.sites = self.sites
+        self.writes.on_sites_changed = self.sites.poke
+        return self.sites
 
     # ---------------------------------------------------------------- auth
     def authenticate(self, token: str | None) -> Caller:
@@ -99,9 +123,8 @@ class Service:
         what it would answer and keeps nothing."""
         return self.writes.dry_run(fn) if validate_only else self.writes.run(fn)
 
-    @staticmethod
-    def _resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime) -> set[str]:
-        return effects.resolve(tx, keys, now)
+    def _resolve(self, tx: Transaction, keys: Iterable[PeeringKey], now: datetime) -> set[str]:
+        return effects.resolve(tx, keys, now, self.sites)
 
     # ---------------------------------------------------------------- watch
     #: Events answered per call at most.
@@ -152,7 +175,8 @@ class Service:
 
     # ---------------------------------------------------------------- upkeep
     def status(self) -> "ServerStatus":
-        return ServerStatus(__version__, self.dataplane.connected, self.reconciler.status)
+        return ServerStatus(__version__, self.dataplane.connected, self.reconciler.status, self.sites.here,
+                            tuple(self.sites.status()))
 
     def expire(self) -> int:
         return self.reconciler.expire()
@@ -209,8 +233,13 @@ class Service:
     def _view(cls, tx: Transaction, network: Network) -> NetworkView:
         peerings = tuple(tx.peerings_of(network.key, limit=cls.VIEW_PEERINGS))
         total = len(peerings) if len(peerings) < cls.VIEW_PEERINGS else tx.count_peerings_of(network.key)
-        peered = sorted((p.remote_namespace, p.remote_network, p.remote_uid or "")
-                        for p in tx.bound_peerings_of(network.key))
+        peered = []
+        for p in tx.bound_peerings_of(network.key):
+            peer = tx.get_network(p.remote_key)
+            prefixes = tuple(str(x) for x in peer.prefixes) if peer is not None else ()
+            peered.append(PeeredNetwork(p.remote_namespace, p.remote_network, p.remote_uid or "", p.remote_site,
+                                        prefixes))
+        peered.sort(key=lambda x: (x.site, x.namespace, x.name))
         return NetworkView(network, peerings, tuple(peered), total)
 
     def update_network(self, caller: Caller, namespace: str, name: str, *, subnets=None, routes=None,
@@ -285,18 +314,22 @@ class Service:
     # ---------------------------------------------------------------- peerings
     def create_peering(self, caller: Caller, namespace: str, network: str, name: str,
                        remote_namespace: str | None, remote_network: str, remote_uid: str | None = None,
-                       ttl=None, description: str = "", validate_only: bool = False) -> Peering:
+                       ttl=None, description: str = "", validate_only: bool = False,
+                       remote_site: str = "") -> Peering:
+        """One side's consent. ``remote_site`` names another site's network
+        (``SITE:NS/NETWORK`` on the command line); "" is this site."""
         self._authorize(caller, namespace)
         validate.name("network", network)
         validate.name("peering", name, peering=True)
         remote_namespace = remote_namespace or namespace
         validate.name("remote.namespace", remote_namespace)
         validate.name("remote.network", remote_network)
+        remote_site = self.sites.check_remote_site("remote.site", remote_site or "")
         if remote_uid:
             validate.uid("remote.uid", remote_uid)
         ttl_ = DEFAULT_TTL if ttl in (None, "") else validate.ttl("ttl", ttl)
         description = validate.description("description", description)
-        if (remote_namespace, remote_network) == (namespace, network):
+        if not remote_site and (remote_namespace, remote_network) == (namespace, network):
             raise InvalidArgument.for_field("remote.network", f"{remote_namespace}/{remote_network}",
                                             "is the peering's own network; a network cannot peer with itself")
 
@@ -304,13 +337,13 @@ class Service:
             local = tx.get_network(NetworkKey(namespace, network))
             if local is None:
                 raise NotFound(f"network {namespace}/{network} not found", field="network", value=network)
-            if remote_uid and remote_uid == local.uid:
+            if remote_uid and remote_uid == local.uid and not remote_site:
                 raise InvalidArgument.for_field("remote.uid", remote_uid,
                                                 "is the peering's own network; a network cannot peer with itself")
             key = PeeringKey(namespace, network, name)
             if tx.get_peering(key) is not None:
                 raise AlreadyExists(f"peering {key} already exists", field="peering", value=name)
-            remote_key = NetworkKey(remote_namespace, remote_network)
+            remote_key = NetworkKey(remote_namespace, remote_network, remote_site)
             dup = tx.find_peering_to(local.key, remote_key)
             if dup is not None:
                 raise AlreadyExists(
@@ -324,11 +357,17 @@ class Service:
             now = self.clock()
             peering = Peering(namespace, network, name, remote_namespace, remote_network, local.uid,
                               remote_uid or None, ttl_, description, Phase.PENDING, Reason.AWAITING_REMOTE,
-                              f"waiting for {remote_key} to consent", now, now, 1)
+                              f"waiting for {remote_key} to consent", now, now, 1, remote_site=remote_site)
+            touched: set[str] = set()
+            if remote_site and tx.attachment(local.uid, remote_site) is None:
+                # The first half towards that site attaches the network to the
+                # link now, so binding later only adds routes (docs/cross-site.md).
+                self.sites.attach(tx, local.uid, remote_site)
+                touched.add(local.uid)
             tx.put_peering(peering)
             # The remote's half too: it may be pinned to a network this one replaced.
             counterpart = tx.find_peering_to(remote_key, local.key)
-            touched = self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), now)
+            touched |= self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), now)
             return tx.get_peering(key), touched
 
         return self._write(op, validate_only)
@@ -411,6 +450,6 @@ class Service:
                 raise NotFound(f"peering {key} not found", field="peering", value=name)
             if etag and etag != old.etag:
                 raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag)
-            return None, effects.remove_peering(tx, old, self.clock())
+            return None, effects.remove_peering(tx, old, self.clock(), self.sites)
 
         self._write(op)

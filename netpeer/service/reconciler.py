@@ -16,6 +16,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import Callable
 
+from netpeer.core.consent import ONE_SITE
 from netpeer.core.dataplane import Dataplane
 from netpeer.observe.metrics import NONE
 from netpeer.store.base import Store, Transaction, iter_all_networks
@@ -60,6 +61,8 @@ class Reconciler:
         #: Set after --accept-rollback: the next stray removal may be large.
         self.allow_mass_delete_once = False
         self.metrics = NONE
+        #: The sites consent asks about (``netpeer.service.sites.SiteLinks``).
+        self.sites = ONE_SITE
 
     #: Below this many rows a stray removal is never held back (crash leftovers).
     MIN_GUARDED = 20
@@ -97,7 +100,7 @@ class Reconciler:
                     if current is None or current.expires_at is None or current.expires_at > now:
                         continue
                     LOG.info("peering %s expired in phase %s", p.key, current.phase)
-                    touched |= effects.remove_peering(tx, current, now)
+                    touched |= effects.remove_peering(tx, current, now, self.sites)
                     done += 1
                 return done, touched
             expired = self.writes.run(op)

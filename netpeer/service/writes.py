@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable, Iterable
 
-from netpeer.core.dataplane import Dataplane, NetworkState, Stamp
+from netpeer.core.dataplane import Dataplane, NetworkState, RemotePeer, Stamp
 from netpeer.errors import Unavailable
 from netpeer.observe.metrics import NONE
 from netpeer.store.base import Store, Transaction
@@ -35,13 +35,21 @@ def desired_states(tx: Transaction, uids: Iterable[str]) -> dict[str, NetworkSta
         if network is None:
             out[uid] = None
             continue
-        peers, names = [], []
+        peers, names, remote = [], [], []
         for p in tx.bound_peerings_of(network.key):
             peer = tx.get_network(p.remote_key)
-            if peer is not None:
-                peers.append(peer)
-                names.append((peer.uid, p.name))
-        out[uid] = NetworkState(network, tuple(sorted(peers, key=lambda n: n.key)), tuple(sorted(names)))
+            if peer is None:
+                continue
+            if peer.site:
+                slot = tx.remote_attachment(peer.site, peer.uid)
+                if slot is not None:
+                    remote.append(RemotePeer(peer, slot, p.name))
+                continue
+            peers.append(peer)
+            names.append((peer.uid, p.name))
+        out[uid] = NetworkState(network, tuple(sorted(peers, key=lambda n: n.key)), tuple(sorted(names)),
+                                tuple(sorted(tx.attachments_of(uid).items())),
+                                tuple(sorted(remote, key=lambda r: r.network.key)))
     return out
 
 
@@ -85,6 +93,9 @@ class WriteQueue:
         self._held: str | None = None
         #: Called (without arguments) after every commit: watchers wake up.
         self.on_commit: list[Callable[[], None]] = []
+        #: Called after a commit with the other sites whose view of this one
+        #: it changed (``Transaction.sites_changed``); must not block.
+        self.on_sites_changed: Callable[[set[str]], None] = lambda sites: None
         self.metrics = NONE
 
     def hold(self, reason: str) -> None:
@@ -166,6 +177,15 @@ class WriteQueue:
             return result
         return dataclasses.replace(result, dataplane_cfg=marked[key], programmed_at=None)
 
+    def _committed(self, tx: Transaction) -> None:
+        """After a commit: tell the other sites (never fails the write)."""
+        sites = getattr(tx, "sites_changed", None)
+        if sites:
+            try:
+                self.on_sites_changed(set(sites))
+            except Exception:
+                pass
+
     def _run_alone(self, op: _Pending) -> None:
         try:
             with self.store.write() as tx:
@@ -173,6 +193,7 @@ class WriteQueue:
                 if touched:
                     result = self._as_marked(result, self._program(tx, touched))
             op.result = result
+            self._committed(tx)
         except BaseException as exc:
             op.error = exc
         finally:
@@ -221,3 +242,4 @@ class WriteQueue:
             op.result, op.done = self._as_marked(result, marked), True
         for op, exc in failed:
             op.error, op.done = exc, True
+        self._committed(tx)

@@ -52,6 +52,35 @@ class Transaction(abc.ABC):
     def bound_peerings_of(self, network: NetworkKey) -> list[Peering]:
         """The Bound peerings of ``network``."""
 
+    # sites (netpeer.store.sites_sql implements these for every SQL store).
+    # Keys with a ``site`` read the mirror of that site's halves and networks.
+    @abc.abstractmethod
+    def halves_to_site(self, site: str) -> list[Peering]:
+        """This site's halves naming a network of ``site``."""
+    @abc.abstractmethod
+    def peering_sites(self) -> list[str]:
+        """The other sites this site's halves name."""
+    @abc.abstractmethod
+    def has_peering_to_site(self, network: NetworkKey, site: str) -> bool: ...
+    @abc.abstractmethod
+    def mirror_of(self, site: str) -> tuple[list[tuple[Network, int | None]], list[Peering]]:
+        """What ``site`` last told: its networks (with attachment slots) and halves."""
+    @abc.abstractmethod
+    def replace_mirror(self, site: str, networks, halves) -> None: ...
+    @abc.abstractmethod
+    def mirrored_sites(self) -> list[str]: ...
+    @abc.abstractmethod
+    def remote_attachment(self, site: str, uid: str) -> int | None: ...
+    @abc.abstractmethod
+    def attachment(self, network_uid: str, site: str) -> int | None: ...
+    @abc.abstractmethod
+    def attachments_of(self, network_uid: str) -> dict[str, int]: ...
+    @abc.abstractmethod
+    def attach(self, network_uid: str, site: str) -> int:
+        """Attaches a network to the link with ``site``; its slot (idempotent)."""
+    @abc.abstractmethod
+    def release_attachment(self, network_uid: str, site: str) -> None: ...
+
     @abc.abstractmethod
     def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
         """Marks the Bound peerings of ``network`` as waiting for ``cfg`` (no

@@ -24,6 +24,26 @@ class Migration:
     postgresql: tuple[str, ...] = ()
 
 
+# Migration 4's new tables, alike in both dialects (netpeer.store.sites_sql).
+_SITE_TABLES = (
+    """CREATE TABLE IF NOT EXISTS remote_networks (
+        site TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL,
+        prefixes TEXT NOT NULL, attachment INTEGER,
+        PRIMARY KEY (site, namespace, name))""",
+    "CREATE INDEX IF NOT EXISTS remote_networks_by_uid ON remote_networks (site, uid)",
+    """CREATE TABLE IF NOT EXISTS remote_halves (
+        site TEXT NOT NULL, namespace TEXT NOT NULL, network TEXT NOT NULL, name TEXT NOT NULL,
+        remote_namespace TEXT NOT NULL, remote_network TEXT NOT NULL, network_uid TEXT NOT NULL,
+        remote_uid TEXT NOT NULL, create_time BIGINT NOT NULL, phase TEXT NOT NULL, conflicts TEXT NOT NULL,
+        ready INTEGER NOT NULL,
+        PRIMARY KEY (site, namespace, network, name))""",
+    "CREATE INDEX IF NOT EXISTS remote_halves_to ON remote_halves (site, namespace, network, remote_namespace, "
+    "remote_network)",
+    """CREATE TABLE IF NOT EXISTS attachments (
+        network_uid TEXT NOT NULL, site TEXT NOT NULL, idx INTEGER NOT NULL,
+        PRIMARY KEY (network_uid, site), UNIQUE (site, idx))""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "networks, peerings, tokens", sqlite=(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -62,6 +82,47 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE peerings ADD COLUMN dataplane_cfg INTEGER",
         "ALTER TABLE peerings ADD COLUMN programmed_at INTEGER",
         "CREATE INDEX IF NOT EXISTS peerings_programming ON peerings (dataplane_cfg) WHERE programmed_at IS NULL",
+    )),
+    Migration(4, "sites: a peering's remote site and conflicts; the mirror of other sites' halves; attachments",
+              sqlite=(
+        # SQLite cannot change a table's UNIQUE constraint: the table is
+        # rebuilt, with one remote network per (site, namespace, name).
+        """CREATE TABLE peerings_v4 (
+            namespace TEXT NOT NULL, network TEXT NOT NULL, name TEXT NOT NULL,
+            remote_namespace TEXT NOT NULL, remote_network TEXT NOT NULL,
+            network_uid TEXT NOT NULL, remote_uid TEXT,
+            ttl_seconds INTEGER NOT NULL, description TEXT NOT NULL,
+            phase TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL,
+            last_transition INTEGER NOT NULL, expires_at INTEGER,
+            create_time INTEGER NOT NULL, revision INTEGER NOT NULL,
+            dataplane_cfg INTEGER, programmed_at INTEGER,
+            remote_site TEXT NOT NULL DEFAULT '', conflicts TEXT NOT NULL DEFAULT '[]',
+            PRIMARY KEY (namespace, network, name),
+            UNIQUE (namespace, network, remote_site, remote_namespace, remote_network))""",
+        """INSERT INTO peerings_v4 (namespace, network, name, remote_namespace, remote_network, network_uid,
+            remote_uid, ttl_seconds, description, phase, reason, message, last_transition, expires_at, create_time,
+            revision, dataplane_cfg, programmed_at)
+           SELECT namespace, network, name, remote_namespace, remote_network, network_uid, remote_uid, ttl_seconds,
+            description, phase, reason, message, last_transition, expires_at, create_time, revision, dataplane_cfg,
+            programmed_at FROM peerings""",
+        "DROP TABLE peerings",
+        "ALTER TABLE peerings_v4 RENAME TO peerings",
+        "CREATE INDEX peerings_by_remote ON peerings (remote_namespace, remote_network, remote_site)",
+        "CREATE INDEX peerings_by_expiry ON peerings (expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE INDEX peerings_by_phase ON peerings (namespace, network, phase, name)",
+        "CREATE INDEX peerings_programming ON peerings (dataplane_cfg) WHERE programmed_at IS NULL",
+        "CREATE INDEX peerings_by_site ON peerings (remote_site) WHERE remote_site != ''",
+        *_SITE_TABLES,
+    ), postgresql=(
+        "ALTER TABLE peerings ADD COLUMN IF NOT EXISTS remote_site TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE peerings ADD COLUMN IF NOT EXISTS conflicts TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE peerings DROP CONSTRAINT IF EXISTS peerings_namespace_network_remote_namespace_remote_network_key",
+        "ALTER TABLE peerings ADD CONSTRAINT peerings_remote_key "
+        "UNIQUE (namespace, network, remote_site, remote_namespace, remote_network)",
+        "DROP INDEX IF EXISTS peerings_by_remote",
+        "CREATE INDEX peerings_by_remote ON peerings (remote_namespace, remote_network, remote_site)",
+        "CREATE INDEX peerings_by_site ON peerings (remote_site) WHERE remote_site != ''",
+        *_SITE_TABLES,
     )),
 )
 

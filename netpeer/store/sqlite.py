@@ -22,6 +22,7 @@ from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, 
 from netpeer.errors import FailedPrecondition
 from netpeer.store import migrations
 from netpeer.store.base import Store, Transaction
+from netpeer.store.sites_sql import SiteMirrorSql
 
 
 def _us(t: datetime) -> int:
@@ -163,7 +164,7 @@ class SqliteStore(Store):
 _NET_COLS = "namespace, name, uid, subnets, routes, description, create_time, update_time, revision"
 _PEER_COLS = ("namespace, network, name, remote_namespace, remote_network, network_uid, remote_uid, "
               "ttl_seconds, description, phase, reason, message, last_transition, expires_at, "
-              "create_time, revision, dataplane_cfg, programmed_at")
+              "create_time, revision, dataplane_cfg, programmed_at, remote_site, conflicts")
 
 
 def _event(row) -> Event:
@@ -196,7 +197,9 @@ def _peering(row) -> Peering:
         remote_network=row[4], network_uid=row[5], remote_uid=row[6],
         ttl=timedelta(seconds=row[7]), description=row[8], phase=Phase(row[9]), reason=row[10],
         message=row[11], last_phase_transition_time=_dt(row[12]), create_time=_dt(row[14]),
-        revision=row[15], dataplane_cfg=row[16], programmed_at=_dt(row[17]) if row[17] is not None else None)
+        revision=row[15], dataplane_cfg=row[16], programmed_at=_dt(row[17]) if row[17] is not None else None,
+        # Events recorded before migration 4 have no site columns.
+        remote_site=row[18] if len(row) > 18 else "", conflicts=tuple(json.loads(row[19])) if len(row) > 19 else ())
 
 
 def _peering_values(p: Peering) -> tuple:
@@ -204,7 +207,8 @@ def _peering_values(p: Peering) -> tuple:
     return (p.namespace, p.network, p.name, p.remote_namespace, p.remote_network, p.network_uid,
             p.remote_uid, int(p.ttl.total_seconds()), p.description, p.phase.value, p.reason,
             p.message, _us(p.last_phase_transition_time), _us(expires) if expires else None,
-            _us(p.create_time), p.revision, p.dataplane_cfg, _us(p.programmed_at) if p.programmed_at else None)
+            _us(p.create_time), p.revision, p.dataplane_cfg, _us(p.programmed_at) if p.programmed_at else None,
+            p.remote_site, json.dumps(list(p.conflicts)))
 
 
 def _network_values(n: Network) -> tuple:
@@ -213,9 +217,13 @@ def _network_values(n: Network) -> tuple:
             n.description, _us(n.create_time), _us(n.update_time), n.revision)
 
 
-class _SqliteTx(Transaction):
+class _SqliteTx(SiteMirrorSql, Transaction):
     def __init__(self, db: sqlite3.Connection):
         self._db = db
+        self.sites_changed: set[str] = set()
+
+    def _q(self, sql: str, args=()):
+        return self._db.execute(sql, args)
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -233,6 +241,8 @@ class _SqliteTx(Transaction):
 
     # networks
     def get_network(self, key: NetworkKey) -> Network | None:
+        if key.site:
+            return self._remote_network(key)
         row = self._one(f"SELECT {_NET_COLS} FROM networks WHERE namespace=? AND name=?", (key.namespace, key.name))
         return _network(row) if row else None
 
@@ -261,6 +271,8 @@ class _SqliteTx(Transaction):
         existed = self._one("SELECT 1 FROM networks WHERE namespace=? AND name=?", (n.namespace, n.name))
         values = _network_values(n)
         self._db.execute(f"INSERT OR REPLACE INTO networks ({_NET_COLS}) VALUES (?,?,?,?,?,?,?,?,?)", values)
+        if existed:
+            self._mark_sites_of(n.key)
         self._event(n.namespace, n.name, "network", n.name, EventType.UPDATED if existed else EventType.CREATED,
                     values)
 
@@ -277,18 +289,24 @@ class _SqliteTx(Transaction):
 
     # peerings
     def get_peering(self, key: PeeringKey) -> Peering | None:
+        if key.site:
+            return self._remote_half(key)
         row = self._one(f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND name=?",
                         (key.namespace, key.network, key.name))
         return _peering(row) if row else None
 
     def find_peering_to(self, local: NetworkKey, remote: NetworkKey) -> Peering | None:
+        if local.site:
+            return self._remote_half_to(local, remote)
         row = self._one(
             f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? "
-            "AND remote_namespace=? AND remote_network=?",
-            (local.namespace, local.name, remote.namespace, remote.name))
+            "AND remote_namespace=? AND remote_network=? AND remote_site=?",
+            (local.namespace, local.name, remote.namespace, remote.name, remote.site))
         return _peering(row) if row else None
 
     def peerings_of(self, network: NetworkKey, after: str = "", limit: int | None = None) -> list[Peering]:
+        if network.site:
+            return [p for p in self._remote_halves_of(network) if p.name > after][:limit]
         sql = f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND name > ? ORDER BY name"
         args: list = [network.namespace, network.name, after]
         if limit is not None:
@@ -298,13 +316,19 @@ class _SqliteTx(Transaction):
 
     def peerings_towards(self, network: NetworkKey) -> list[Peering]:
         return [_peering(r) for r in self._db.execute(
-            f"SELECT {_PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? "
-            "ORDER BY namespace, network, name", (network.namespace, network.name))]
+            f"SELECT {_PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? AND remote_site=? "
+            "ORDER BY namespace, network, name", (network.namespace, network.name, network.site))]
+
+    def halves_to_site(self, site: str) -> list[Peering]:
+        return [_peering(r) for r in self._db.execute(
+            f"SELECT {_PEER_COLS} FROM peerings WHERE remote_site=? ORDER BY namespace, network, name", (site,))]
 
     def put_peering(self, p: Peering) -> None:
         old = self._one("SELECT phase, dataplane_cfg, programmed_at FROM peerings "
                         "WHERE namespace=? AND network=? AND name=?", (p.namespace, p.network, p.name))
         values = _peering_values(p)
+        if p.remote_site:
+            self.sites_changed.add(p.remote_site)
         self._db.execute(f"INSERT OR REPLACE INTO peerings ({_PEER_COLS}) VALUES "
                          f"({','.join('?' * len(values))})", values)
         if old is None:
@@ -318,6 +342,10 @@ class _SqliteTx(Transaction):
         self._event(p.namespace, p.network, "peering", p.name, type_, values)
 
     def delete_peering(self, key: PeeringKey) -> None:
+        row = self._one("SELECT remote_site FROM peerings WHERE namespace=? AND network=? AND name=?",
+                        (key.namespace, key.network, key.name))
+        if row and row[0]:
+            self.sites_changed.add(row[0])
         if self._db.execute("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
                             (key.namespace, key.network, key.name)).rowcount:
             self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
@@ -375,6 +403,8 @@ class _SqliteTx(Transaction):
             "ORDER BY expires_at LIMIT ?", (_us(now), limit))]
 
     def _peerings_in_phase(self, network: NetworkKey, phase: Phase) -> list[Peering]:
+        if network.site:
+            return []   # another site's: it keeps its own
         return [_peering(r) for r in self._db.execute(
             f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
             (network.namespace, network.name, phase.value))]

@@ -42,30 +42,36 @@ class Route(_message.Message):
     def __init__(self, prefix: _Optional[str] = ..., next_hop: _Optional[str] = ...) -> None: ...
 
 class NetworkPeeringStatus(_message.Message):
-    __slots__ = ("name", "remote_namespace", "remote_network", "phase", "reason", "last_phase_transition_time")
+    __slots__ = ("name", "remote_namespace", "remote_network", "phase", "reason", "last_phase_transition_time", "remote_site")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REMOTE_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     REMOTE_NETWORK_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     LAST_PHASE_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_SITE_FIELD_NUMBER: _ClassVar[int]
     name: str
     remote_namespace: str
     remote_network: str
     phase: Phase
     reason: str
     last_phase_transition_time: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., remote_namespace: _Optional[str] = ..., remote_network: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., reason: _Optional[str] = ..., last_phase_transition_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    remote_site: str
+    def __init__(self, name: _Optional[str] = ..., remote_namespace: _Optional[str] = ..., remote_network: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., reason: _Optional[str] = ..., last_phase_transition_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., remote_site: _Optional[str] = ...) -> None: ...
 
 class PeeredNetwork(_message.Message):
-    __slots__ = ("namespace", "name", "uid")
+    __slots__ = ("namespace", "name", "uid", "site", "prefixes")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    PREFIXES_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     uid: str
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
+    site: str
+    prefixes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., site: _Optional[str] = ..., prefixes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Network(_message.Message):
     __slots__ = ("name", "uid", "subnets", "routes", "description", "peerings", "peered_networks", "create_time", "update_time", "etag", "peering_count")
@@ -94,14 +100,16 @@ class Network(_message.Message):
     def __init__(self, name: _Optional[str] = ..., uid: _Optional[str] = ..., subnets: _Optional[_Iterable[str]] = ..., routes: _Optional[_Iterable[_Union[Route, _Mapping]]] = ..., description: _Optional[str] = ..., peerings: _Optional[_Iterable[_Union[NetworkPeeringStatus, _Mapping]]] = ..., peered_networks: _Optional[_Iterable[_Union[PeeredNetwork, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., peering_count: _Optional[int] = ...) -> None: ...
 
 class RemoteRef(_message.Message):
-    __slots__ = ("namespace", "network", "uid")
+    __slots__ = ("namespace", "network", "uid", "site")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
+    SITE_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     network: str
     uid: str
-    def __init__(self, namespace: _Optional[str] = ..., network: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
+    site: str
+    def __init__(self, namespace: _Optional[str] = ..., network: _Optional[str] = ..., uid: _Optional[str] = ..., site: _Optional[str] = ...) -> None: ...
 
 class Peering(_message.Message):
     __slots__ = ("name", "remote", "description", "ttl", "phase", "reason", "message", "last_phase_transition_time", "expires_at", "remote_uid", "network_uid", "create_time", "etag", "dataplane", "programmed_at")
@@ -372,7 +380,7 @@ class SweepReport(_message.Message):
     def __init__(self, expired: _Optional[int] = ..., repaired_rows: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class ServerStatus(_message.Message):
-    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals")
+    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals", "site", "sites")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DATAPLANE_CONNECTED_FIELD_NUMBER: _ClassVar[int]
     SWEEPS_FIELD_NUMBER: _ClassVar[int]
@@ -380,6 +388,8 @@ class ServerStatus(_message.Message):
     LAST_SWEEP_START_TIME_FIELD_NUMBER: _ClassVar[int]
     LAST_SWEEP_END_TIME_FIELD_NUMBER: _ClassVar[int]
     SWEEP_TOTALS_FIELD_NUMBER: _ClassVar[int]
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    SITES_FIELD_NUMBER: _ClassVar[int]
     version: str
     dataplane_connected: bool
     sweeps: int
@@ -387,4 +397,74 @@ class ServerStatus(_message.Message):
     last_sweep_start_time: _timestamp_pb2.Timestamp
     last_sweep_end_time: _timestamp_pb2.Timestamp
     sweep_totals: SweepReport
-    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ...) -> None: ...
+    site: str
+    sites: _containers.RepeatedCompositeFieldContainer[SiteLinkStatus]
+    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ..., site: _Optional[str] = ..., sites: _Optional[_Iterable[_Union[SiteLinkStatus, _Mapping]]] = ...) -> None: ...
+
+class SiteLinkStatus(_message.Message):
+    __slots__ = ("site", "reachable", "last_ok_time", "last_error", "exchanges", "failures")
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    LAST_OK_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGES_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    site: str
+    reachable: bool
+    last_ok_time: _timestamp_pb2.Timestamp
+    last_error: str
+    exchanges: int
+    failures: int
+    def __init__(self, site: _Optional[str] = ..., reachable: _Optional[bool] = ..., last_ok_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., exchanges: _Optional[int] = ..., failures: _Optional[int] = ...) -> None: ...
+
+class SiteExchange(_message.Message):
+    __slots__ = ("site", "to_site", "networks", "halves")
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    TO_SITE_FIELD_NUMBER: _ClassVar[int]
+    NETWORKS_FIELD_NUMBER: _ClassVar[int]
+    HALVES_FIELD_NUMBER: _ClassVar[int]
+    site: str
+    to_site: str
+    networks: _containers.RepeatedCompositeFieldContainer[SiteNetwork]
+    halves: _containers.RepeatedCompositeFieldContainer[SiteHalf]
+    def __init__(self, site: _Optional[str] = ..., to_site: _Optional[str] = ..., networks: _Optional[_Iterable[_Union[SiteNetwork, _Mapping]]] = ..., halves: _Optional[_Iterable[_Union[SiteHalf, _Mapping]]] = ...) -> None: ...
+
+class SiteNetwork(_message.Message):
+    __slots__ = ("namespace", "name", "uid", "prefixes", "attachment")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    ATTACHMENT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    uid: str
+    prefixes: _containers.RepeatedScalarFieldContainer[str]
+    attachment: int
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., prefixes: _Optional[_Iterable[str]] = ..., attachment: _Optional[int] = ...) -> None: ...
+
+class SiteHalf(_message.Message):
+    __slots__ = ("namespace", "network", "name", "remote_namespace", "remote_network", "network_uid", "remote_uid", "create_time", "phase", "conflicts", "ready")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_NETWORK_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_UID_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_UID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    network: str
+    name: str
+    remote_namespace: str
+    remote_network: str
+    network_uid: str
+    remote_uid: str
+    create_time: _timestamp_pb2.Timestamp
+    phase: Phase
+    conflicts: _containers.RepeatedScalarFieldContainer[str]
+    ready: bool
+    def __init__(self, namespace: _Optional[str] = ..., network: _Optional[str] = ..., name: _Optional[str] = ..., remote_namespace: _Optional[str] = ..., remote_network: _Optional[str] = ..., network_uid: _Optional[str] = ..., remote_uid: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., phase: _Optional[_Union[Phase, str]] = ..., conflicts: _Optional[_Iterable[str]] = ..., ready: _Optional[bool] = ...) -> None: ...

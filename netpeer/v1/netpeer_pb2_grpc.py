@@ -833,3 +833,87 @@ class StatusService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class SiteServiceStub:
+    """Between the netpeerds of two sites (docs/cross-site.md), never for
+    tenants: each call carries the caller's side of the pair of sites and
+    answers the callee's. The `authorization` metadata carries the secret the
+    two sites share ("Bearer <secret>"); mTLS when configured.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Exchange = channel.unary_unary(
+                '/netpeer.v1.SiteService/Exchange',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.SerializeToString,
+                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.FromString,
+                _registered_method=True)
+
+
+class SiteServiceServicer:
+    """Between the netpeerds of two sites (docs/cross-site.md), never for
+    tenants: each call carries the caller's side of the pair of sites and
+    answers the callee's. The `authorization` metadata carries the secret the
+    two sites share ("Bearer <secret>"); mTLS when configured.
+    """
+
+    def Exchange(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SiteServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Exchange': grpc.unary_unary_rpc_method_handler(
+                    servicer.Exchange,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.FromString,
+                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'netpeer.v1.SiteService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('netpeer.v1.SiteService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class SiteService:
+    """Between the netpeerds of two sites (docs/cross-site.md), never for
+    tenants: each call carries the caller's side of the pair of sites and
+    answers the callee's. The `authorization` metadata carries the secret the
+    two sites share ("Bearer <secret>"); mTLS when configured.
+    """
+
+    @staticmethod
+    def Exchange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netpeer.v1.SiteService/Exchange',
+            netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.SerializeToString,
+            netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -1,0 +1,185 @@
+"""Two sites' control planes, for real: two OVN deployments (NB, SB,
+ovn-northd each), two netpeerds linked by SiteService over gRPC, and the
+cross-site rows each writes in its own NB. The transit switch and the
+gateway group are what the operator (or ovn-ic) puts in each site's NB; the
+packets over OVN-IC and WireGuard are in tests/sites."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+from netpeer import errors
+from netpeer.config import SiteLink
+from netpeer.ovn import names
+from netpeer_dev.daemons import OvnDaemons
+from tests.support import require_ovn, short_tmpdir, start_netpeerd
+
+SITES = ("east", "west")
+
+
+def _site_setup(ovn: OvnDaemons, here: str, other: str) -> None:
+    """What the operator (and ovn-ic, for the switch) leave in a site's NB."""
+    ovn.nbctl("ls-add", names.transit_switch(here, other), "--", "set", "Logical_Switch",
+              names.transit_switch(here, other), "other_config:interconn-ts=" + names.transit_switch(here, other))
+    ovn.nbctl("ha-chassis-group-add", f"np-gw-{here}")
+
+
+@pytest.fixture
+def sites():
+    require_ovn()
+    root = short_tmpdir("np-s-")
+    secret = root / "east-west.secret"
+    fd = os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, secrets.token_urlsafe(32).encode())
+    os.close(fd)
+    daemons, netpeerds = {}, {}
+    try:
+        for here in SITES:
+            other = next(s for s in SITES if s != here)
+            ovn = daemons[here] = OvnDaemons(root / here / "ovn")
+            ovn.start()
+            _site_setup(ovn, here, other)
+        for here in SITES:
+            other = next(s for s in SITES if s != here)
+            netpeerds[here] = start_netpeerd(
+                daemons[here], root / here, site=here, gateway_group=f"np-gw-{here}",
+                site_listen=f"unix://{root / here / 'site.sock'}",
+                sites=(SiteLink(other, f"unix://{root / other / 'site.sock'}", secret),))
+        yield netpeerds
+    finally:
+        for d in netpeerds.values():
+            d.stop()
+        for ovn in daemons.values():
+            ovn.stop()
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def wait_phase(client, ns, net, name, phase, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        p = client.get_peering(ns, net, name)
+        if p["phase"] == phase:
+            return p
+        assert time.monotonic() < deadline, f"{ns}/{net}/{name} stayed {p['phase']} ({p['reason']}: {p['message']})"
+        time.sleep(0.02)
+
+
+def rows(netpeerd, table: str) -> list[dict]:
+    cols = {"Logical_Router_Port": "name,networks,external_ids",
+            "Logical_Router_Static_Route": "ip_prefix,nexthop,output_port,external_ids",
+            "Logical_Switch_Port": "name,options,external_ids", "Logical_Router_Policy": "priority,match,external_ids"}
+    out = netpeerd.ovn.nbctl("--format=json", f"--columns={cols[table]}", "list", table)
+    data = json.loads(out)
+    return [dict(zip(data["headings"], r)) for r in data["data"]]
+
+
+def bind(sites):
+    east, west = sites["east"].client(), sites["west"].client()
+    a = east.create_network("team-a", "net-a", ["10.1.0.0/24", "fd00:a::/64"])
+    b = west.create_network("team-b", "net-b", ["10.2.0.0/24", "fd00:b::/64"])
+    first = east.create_peering("team-a", "net-a", "to-b", "net-b", "team-b", remote_site="west")
+    west.create_peering("team-b", "net-b", "to-a", "net-a", "team-a", remote_site="east")
+    return east, west, a, b, first
+
+
+def test_a_cross_site_pair_binds_over_the_link_and_each_nb_gets_its_side(sites):
+    east, west, a, b, first = bind(sites)
+    assert (first["phase"], first["remote_site"]) == ("Pending", "west")
+    pa = wait_phase(east, "team-a", "net-a", "to-b", "Bound")
+    pb = wait_phase(west, "team-b", "net-b", "to-a", "Bound")
+    assert (pa["remote_uid"], pb["remote_uid"]) == (b["uid"], a["uid"])
+    # The remote network represented locally, both ways.
+    [peer] = east.get_network("team-a", "net-a")["peered_networks"]
+    assert peer == {"namespace": "team-b", "name": "net-b", "uid": b["uid"], "site": "west",
+                    "prefixes": ["10.2.0.0/24", "fd00:b::/64"]}
+    assert west.get_network("team-b", "net-b")["peered_networks"][0]["site"] == "east"
+    # Each NB: our transit port on the transit switch, routes to the other side's transit address.
+    sites["east"].settle()
+    sites["west"].settle()
+    ports = {s: {r["name"]: r for r in rows(sites[s], "Logical_Router_Port")} for s in SITES}
+    a_port = ports["east"][names.transit_router_port(a["uid"], "west")]
+    b_port = ports["west"][names.transit_router_port(b["uid"], "east")]
+    b_v4 = next(str(ipaddress.ip_interface(x).ip) for x in b_port["networks"][1] if "." in x)
+    a_v4 = next(str(ipaddress.ip_interface(x).ip) for x in a_port["networks"][1] if "." in x)
+    routes = {s: {(r["ip_prefix"], r["nexthop"]) for r in rows(sites[s], "Logical_Router_Static_Route")}
+              for s in SITES}
+    assert ("10.2.0.0/24", b_v4) in routes["east"] and ("10.1.0.0/24", a_v4) in routes["west"]
+    assert any(r["name"] == names.transit_switch_port("east", "west", a["uid"])
+               for r in rows(sites["east"], "Logical_Switch_Port"))
+    # A distributed gateway port on the site's gateway group; the router resolves neighbours on demand.
+    ovn = sites["east"].ovn
+    group = ovn.nbctl("get", "Logical_Router_Port", names.transit_router_port(a["uid"], "west"), "ha_chassis_group")
+    assert group.strip() == ovn.nbctl("get", "HA_Chassis_Group", "np-gw-east", "_uuid").strip()
+    assert ovn.nbctl("get", "Logical_Router", names.router(a["uid"]), "options:dynamic_neigh_routers").strip() \
+        == '"true"'
+
+    # Repair finds nothing to do on either side.
+    for s in SITES:
+        assert sites[s].service.repair().repaired_rows == 0
+
+
+def test_withdrawal_reaches_the_other_site_and_removes_its_rows(sites):
+    east, west, a, b, _ = bind(sites)
+    wait_phase(west, "team-b", "net-b", "to-a", "Bound")
+    east.delete_peering("team-a", "net-a", "to-b")
+    p = wait_phase(west, "team-b", "net-b", "to-a", "Pending")
+    assert p["reason"] == "RemoteWithdrawn"
+    sites["west"].settle()
+    assert not [r for r in rows(sites["west"], "Logical_Router_Static_Route") if r["ip_prefix"] == "10.1.0.0/24"]
+    # East's last half towards west is gone: its attachment went with it (the switch port on the transit switch too).
+    assert not [r for r in rows(sites["east"], "Logical_Switch_Port")
+                if r["name"] == names.transit_switch_port("east", "west", a["uid"])]
+
+
+def test_status_shows_the_links_and_bad_input_names_the_field(sites):
+    east = sites["east"].client()
+    status = east.status()
+    assert status["site"] == "east" and status["sites"][0]["site"] == "west"
+    assert status["sites"][0]["reachable"] is True
+    east.create_network("team-a", "net-a", ["10.1.0.0/24"])
+    for site, words in (("north", "is not a site this netpeerd is linked to"), ("east", "is this site")):
+        with pytest.raises(errors.InvalidArgument) as exc:
+            east.create_peering("team-a", "net-a", "p", "net-b", "team-b", remote_site=site)
+        assert exc.value.message.startswith("remote.site: ") and words in exc.value.message
+    assert east.list_peerings("team-a", "net-a") == []
+
+
+def test_a_caller_without_the_links_secret_is_refused(sites, tmp_path):
+    from netpeer.api.sites import SiteTransport
+    from netpeer.service.sites import SiteView
+    listen = sites["west"].daemon.config.site_listen
+    wrong = SiteTransport("east", {"west": listen}, {"west": "not-the-secret-" + "x" * 20})
+    try:
+        with pytest.raises(errors.Unauthenticated, match="secret"):
+            wrong("west", SiteView("east"))
+    finally:
+        wrong.close()
+
+
+def test_config_refuses_bad_site_settings(tmp_path):
+    from netpeer.config import Config
+    base = ('listen = "unix:///tmp/x.sock"\nstore = "x.db"\novn_nb = "unix:/tmp/nb.sock"\n')
+    cases = {
+        'site = "East"\n': "site: 'East' is not a valid site name",
+        'site = "east"\n': "sites",
+        'site = "east"\n[interconnect]\nlisten = "unix:///tmp/s"\ngateway_group = "g"\n[sites.east]\n'
+        'endpoint = "x"\nsecret_file = "s"\n': "sites.east: 'east' is this netpeerd's own site",
+        'site = "east"\n[interconnect]\nlisten = "unix:///tmp/s"\ngateway_group = "g"\n[sites.west]\n'
+        'endpoint = "x"\nsecret_file = "s"\ntransit_ipv4 = "10.0.0.0/16"\n': "sites.west.transit_ipv4",
+    }
+    for text, words in cases.items():
+        path = tmp_path / "c.toml"
+        path.write_text(base + text)
+        with pytest.raises(errors.InvalidArgument) as exc:
+            Config.load(path)
+        assert words in exc.value.message and "\n" not in exc.value.message
+
+

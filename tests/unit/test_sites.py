@@ -1,0 +1,285 @@
+"""Consent across sites, on two (or three) services with their own stores and
+in-memory dataplanes, joined by a transport a test can cut. What crosses
+between them is exactly what crosses the gRPC link (``SiteView``); the
+same behaviour on real daemons, OVN-IC and WireGuard is in tests/sites."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from netpeer import errors
+from netpeer.core.models import Caller, Phase, Reason
+from netpeer.service import Service
+from netpeer.service.memory import MemoryDataplane
+from netpeer.store.sqlite import SqliteStore
+
+ADMIN = Caller("admin", frozenset(), True)
+
+
+class Federation:
+    """Sites joined directly: ``transport`` hands a view to the other
+    service's ``receive`` unless the link between the two is cut."""
+
+    def __init__(self, tmp_path, names=("east", "west")):
+        self.cut: set[frozenset] = set()
+        self.services: dict[str, Service] = {}
+        self.dataplanes: dict[str, MemoryDataplane] = {}
+        for name in names:
+            store = SqliteStore(tmp_path / f"{name}.db")
+            dp = MemoryDataplane()
+            svc = Service(store, dp)
+            others = {o: 1000 for o in names if o != name}
+            svc.link_sites(name, others, transport=self._transport(name))
+            self.services[name] = svc
+            self.dataplanes[name] = dp
+
+    def _transport(self, here: str):
+        def call(site, view):
+            if frozenset((here, site)) in self.cut:
+                raise ConnectionError(f"link {here}-{site} is cut")
+            return self.services[site].sites.receive(view)
+        return call
+
+    def __getitem__(self, name: str) -> Service:
+        return self.services[name]
+
+    def settle(self, rounds: int = 6) -> None:
+        """Runs exchanges until nothing changes (what the link threads do)."""
+        for _ in range(rounds):
+            for name, svc in self.services.items():
+                for other in svc.sites.capacity:
+                    svc.sites.exchange(other)
+
+    def close(self):
+        for svc in self.services.values():
+            svc.store.close()
+
+
+@pytest.fixture
+def fed(tmp_path):
+    f = Federation(tmp_path)
+    yield f
+    f.close()
+
+
+def net(svc, ns, name, *subnets):
+    return svc.create_network(ADMIN, ns, name, list(subnets)).network
+
+
+def peer(svc, ns, network, name, remote, site=""):
+    rns, rnet = remote.split("/")
+    return svc.create_peering(ADMIN, ns, network, name, rns, rnet, remote_site=site)
+
+
+def get(svc, ns, network, name):
+    return svc.get_peering(ADMIN, ns, network, name)
+
+
+def test_a_cross_site_pair_binds_on_both_sides_and_each_side_programs_its_own(fed):
+    a = net(fed["east"], "team-a", "net-a", "10.1.0.0/24")
+    b = net(fed["west"], "team-b", "net-b", "10.2.0.0/24")
+    fed.settle()
+    first = peer(fed["east"], "team-a", "net-a", "to-b", "team-b/net-b", "west")
+    assert (first.phase, first.reason, first.remote_site) == (Phase.PENDING, Reason.AWAITING_REMOTE, "west")
+    fed.settle()
+    second = peer(fed["west"], "team-b", "net-b", "to-a", "team-a/net-a", "east")
+    # The second consent answers like any consent (nothing is revealed before binding) ...
+    assert second.phase == Phase.PENDING and second.message == first.message.replace("team-b/net-b", "team-a/net-a") \
+        .replace("west:", "east:")
+    fed.settle()
+    # ... and binds on both sides within an exchange.
+    pa, pb = get(fed["east"], "team-a", "net-a", "to-b"), get(fed["west"], "team-b", "net-b", "to-a")
+    assert (pa.phase, pb.phase) == (Phase.BOUND, Phase.BOUND)
+    assert (pa.remote_uid, pb.remote_uid) == (b.uid, a.uid)
+    # The remote network is represented locally: site, uid, prefixes.
+    view = fed["east"].get_network(ADMIN, "team-a", "net-a")
+    [peered] = view.peered_networks
+    assert (peered.site, peered.namespace, peered.name, peered.uid, peered.prefixes) == \
+        ("west", "team-b", "net-b", b.uid, ("10.2.0.0/24",))
+    # Each site's dataplane holds only its own side: a's attachment to west and b as a remote peer.
+    state = fed.dataplanes["east"].networks[a.uid]
+    assert state.attachments == (("west", 0),)
+    [remote] = state.remote_peers
+    assert (remote.network.uid, remote.network.site, remote.attachment) == (b.uid, "west", 0)
+    assert b.uid not in fed.dataplanes["east"].networks
+
+
+def test_withdrawal_on_either_side_unbinds_both(fed):
+    net(fed["east"], "a", "na", "10.1.0.0/24")
+    net(fed["west"], "b", "nb", "10.2.0.0/24")
+    peer(fed["east"], "a", "na", "p", "b/nb", "west")
+    peer(fed["west"], "b", "nb", "p", "a/na", "east")
+    fed.settle()
+    fed["west"].delete_peering(ADMIN, "b", "nb", "p")
+    fed.settle()
+    pa = get(fed["east"], "a", "na", "p")
+    assert (pa.phase, pa.reason) == (Phase.PENDING, Reason.REMOTE_WITHDRAWN)
+    assert fed.dataplanes["east"].networks[pa.network_uid].remote_peers == ()
+    # The last half towards west released the network's attachment there; west's own network had its own.
+    assert fed.dataplanes["west"].networks[fed["west"].get_network(ADMIN, "b", "nb").network.uid].attachments == ()
+
+
+def test_overlap_across_sites_fails_both_sides_naming_the_prefixes(fed):
+    net(fed["east"], "a", "na", "10.1.0.0/24")
+    net(fed["west"], "b", "nb", "10.1.0.128/25")
+    peer(fed["east"], "a", "na", "p", "b/nb", "west")
+    peer(fed["west"], "b", "nb", "p", "a/na", "east")
+    fed.settle()
+    pa, pb = get(fed["east"], "a", "na", "p"), get(fed["west"], "b", "nb", "p")
+    assert (pa.phase, pb.phase) == (Phase.FAILED, Phase.FAILED)
+    assert "10.1.0.0/24 of a/na overlaps 10.1.0.128/25 of west:b/nb" in pa.message.replace("east:", "")
+    assert "10.1.0.128/25" in pb.message and "east:a/na" in pb.message
+
+
+def test_a_third_network_bound_in_another_site_fails_the_pair_on_both_sides(fed):
+    # west:B is Bound to east:A; east:C overlaps A and asks B: west sees it (A is Bound to B there).
+    net(fed["east"], "a", "na", "10.1.0.0/24")
+    net(fed["west"], "b", "nb", "10.2.0.0/24")
+    net(fed["east"], "c", "nc", "10.1.0.0/25")
+    peer(fed["east"], "a", "na", "p", "b/nb", "west")
+    peer(fed["west"], "b", "nb", "to-a", "a/na", "east")
+    fed.settle()
+    peer(fed["east"], "c", "nc", "p", "b/nb", "west")
+    peer(fed["west"], "b", "nb", "to-c", "c/nc", "east")
+    fed.settle()
+    pc, pb = get(fed["east"], "c", "nc", "p"), get(fed["west"], "b", "nb", "to-c")
+    assert (pc.phase, pb.phase) == (Phase.FAILED, Phase.FAILED), (pc.message, pb.message)
+    assert "overlaps a network already peered with west:b/nb" in pc.message
+    # The first pair is untouched.
+    assert get(fed["east"], "a", "na", "p").phase == Phase.BOUND
+
+
+def test_not_transitive_across_sites(tmp_path):
+    fed = Federation(tmp_path)
+    try:
+        net(fed["east"], "a", "na", "10.1.0.0/24")
+        net(fed["west"], "b", "nb", "10.2.0.0/24")
+        net(fed["east"], "c", "nc", "10.3.0.0/24")
+        for n in ("na", "nc"):
+            ns = n[1]
+            peer(fed["east"], ns, n, "p", "b/nb", "west")
+            peer(fed["west"], "b", "nb", f"to-{ns}", f"{ns}/{n}", "east")
+        fed.settle()
+        dp = fed.dataplanes["east"]
+        a = fed["east"].get_network(ADMIN, "a", "na").network
+        c = fed["east"].get_network(ADMIN, "c", "nc").network
+        assert [r.network.name for r in dp.networks[a.uid].remote_peers] == ["nb"]
+        assert dp.networks[a.uid].peers == () and c.uid not in {p.uid for p in dp.networks[a.uid].peers}
+    finally:
+        fed.close()
+
+
+def test_partition_new_pairs_wait_with_their_reason_and_heal_by_themselves(fed):
+    net(fed["east"], "a", "na", "10.1.0.0/24")
+    net(fed["west"], "b", "nb", "10.2.0.0/24")
+    net(fed["east"], "x", "nx", "10.5.0.0/24")
+    net(fed["west"], "y", "ny", "10.6.0.0/24")
+    peer(fed["east"], "x", "nx", "p", "y/ny", "west")
+    peer(fed["west"], "y", "ny", "p", "x/nx", "east")
+    fed.settle()
+    fed.cut.add(frozenset(("east", "west")))
+    fed.settle(rounds=1)
+    # Within a site, everything still works.
+    net(fed["east"], "a", "na2", "10.7.0.0/24")
+    peer(fed["east"], "a", "na", "local", "a/na2")
+    assert peer(fed["east"], "a", "na2", "local", "a/na").phase == Phase.BOUND
+    # A new cross-site consent waits, saying why, and says nothing of the remote network.
+    pa = peer(fed["east"], "a", "na", "p", "b/nb", "west")
+    ghost = peer(fed["east"], "a", "na2", "p", "b/no-such-network", "west")
+    assert (pa.phase, pa.reason) == (Phase.PENDING, Reason.REMOTE_SITE_UNREACHABLE)
+    assert (ghost.phase, ghost.reason) == (Phase.PENDING, Reason.REMOTE_SITE_UNREACHABLE)
+    assert pa.message.replace("nb", "?") == ghost.message.replace("no-such-network", "?")
+    peer(fed["west"], "b", "nb", "p", "a/na", "east")
+    fed.settle()
+    assert get(fed["east"], "a", "na", "p").phase == Phase.PENDING
+    assert get(fed["west"], "b", "nb", "p").reason == Reason.REMOTE_SITE_UNREACHABLE
+    # Bound pairs stay Bound through the partition.
+    assert get(fed["east"], "x", "nx", "p").phase == Phase.BOUND
+    fed.cut.clear()
+    fed.settle()
+    assert get(fed["east"], "a", "na", "p").phase == Phase.BOUND
+    assert get(fed["west"], "b", "nb", "p").phase == Phase.BOUND
+    assert get(fed["east"], "a", "na2", "p").reason == Reason.AWAITING_REMOTE
+
+
+def test_an_exchange_lost_midway_never_leaves_one_side_bound_past_the_next_exchange(fed):
+    net(fed["east"], "a", "na", "10.1.0.0/24")
+    net(fed["west"], "b", "nb", "10.2.0.0/24")
+    peer(fed["west"], "b", "nb", "p", "a/na", "east")
+    fed.settle()
+    # West takes east's side and binds, but its answer never arrives.
+    real = fed["east"].sites.transport
+
+    def lose_answer(site, view):
+        real(site, view)
+        raise ConnectionError("answer lost")
+    fed["east"].sites.transport = lose_answer
+    peer(fed["east"], "a", "na", "p", "b/nb", "west")
+    fed["east"].sites.exchange("west")
+    assert get(fed["west"], "b", "nb", "p").phase == Phase.BOUND
+    assert get(fed["east"], "a", "na", "p").phase == Phase.PENDING
+    fed["east"].sites.transport = real
+    fed["east"].sites.exchange("west")
+    assert get(fed["east"], "a", "na", "p").phase == Phase.BOUND
+
+
+def test_routes_follow_a_remote_prefix_change(fed):
+    a = net(fed["east"], "a", "na", "10.1.0.0/24")
+    net(fed["west"], "b", "nb", "10.2.0.0/24")
+    peer(fed["east"], "a", "na", "p", "b/nb", "west")
+    peer(fed["west"], "b", "nb", "p", "a/na", "east")
+    fed.settle()
+    fed["west"].update_network(ADMIN, "b", "nb", subnets=["10.2.0.0/24", "10.9.0.0/24"])
+    fed.settle()
+    [remote] = fed.dataplanes["east"].networks[a.uid].remote_peers
+    assert remote.network.subnets == ("10.2.0.0/24", "10.9.0.0/24")
+
+
+def test_bad_sites_are_refused_with_one_line_and_change_nothing(fed):
+    net(fed["east"], "a", "na", "10.1.0.0/24")
+    cases = {"north": "is not a site this netpeerd is linked to (known: west)",
+             "East": "is not a valid site name", "east": "is this site",
+             "a" * 11: "is not a valid site name"}
+    for site, words in cases.items():
+        with pytest.raises(errors.InvalidArgument) as exc:
+            peer(fed["east"], "a", "na", "p", "b/nb", site)
+        assert exc.value.field == "remote.site" and words in exc.value.message and "\n" not in exc.value.message
+    assert fed["east"].list_peerings(ADMIN, "a", "na") == []
+
+
+def test_a_single_site_service_refuses_a_remote_site(tmp_path):
+    store = SqliteStore(tmp_path / "one.db")
+    try:
+        svc = Service(store, MemoryDataplane())
+        svc.create_network(ADMIN, "a", "na", ["10.1.0.0/24"])
+        with pytest.raises(errors.InvalidArgument, match="remote.site.*serves no sites"):
+            svc.create_peering(ADMIN, "a", "na", "p", "b", "nb", remote_site="west")
+    finally:
+        store.close()
+
+
+def test_the_link_threads_exchange_after_each_commit(fed):
+    stop = threading.Event()
+    for svc in fed.services.values():
+        svc.sites.interval = 60   # only pokes
+        svc.sites.start(stop)
+    try:
+        net(fed["east"], "a", "na", "10.1.0.0/24")
+        net(fed["west"], "b", "nb", "10.2.0.0/24")
+        peer(fed["east"], "a", "na", "p", "b/nb", "west")
+        peer(fed["west"], "b", "nb", "p", "a/na", "east")
+        import time
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if get(fed["east"], "a", "na", "p").phase == get(fed["west"], "b", "nb", "p").phase == Phase.BOUND:
+                break
+            time.sleep(0.01)
+        assert get(fed["east"], "a", "na", "p").phase == Phase.BOUND
+        assert get(fed["west"], "b", "nb", "p").phase == Phase.BOUND
+    finally:
+        stop.set()
+        for svc in fed.services.values():
+            svc.sites.poke(svc.sites.capacity)
+            svc.sites.join()
