@@ -1,5 +1,8 @@
 """Several OVN sites on one machine, joined by OVN Interconnection over WireGuard.
 
+(Over 400 lines: start, status and stop of one stack read the same manifest and
+names; split, each half would need the other's internals.)
+
 :class:`Sites` starts, as root, with nothing outside its state directory and
 its own network namespaces (see ``netpeer_dev.wan`` for the underlay)::
 
@@ -33,6 +36,7 @@ import hashlib
 import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -104,6 +108,7 @@ class Sites:
         self.wg = {p.name: WireGuard(self.state_dir / p.name / "wg", self.net.netns(p.name, "rt"),
                                      self.wg_interface(p.name)) for p in self.plans}
         self.timings: dict[str, float] = {}
+        self._ic_lock = threading.Lock()
 
     @classmethod
     def open(cls, state_dir: str | os.PathLike) -> "Sites | None":
@@ -183,13 +188,22 @@ class Sites:
             self._wait_handshakes(deadline)
             self.timings["tunnels"] = time.monotonic() - t0
             self._start_links(netpeerd_socket, deadline)
+        except (OvnDaemonError, WireGuardError, WanError, RuntimeError) as exc:
+            if fresh:
+                self._stop_quietly(say)
+            if isinstance(exc, SitesError):
+                raise
+            raise SitesError(str(exc)) from None
         except BaseException:
             if fresh:
-                try:
-                    self.stop()
-                except Exception as exc:   # keep the original error
-                    say(f"cleanup after the failed start also failed: {exc}")
+                self._stop_quietly(say)
             raise
+
+    def _stop_quietly(self, say: Callable[[str], None]) -> None:
+        try:
+            self.stop()
+        except Exception as exc:   # keep the original error
+            say(f"cleanup after the failed start also failed: {exc}")
 
     def _prepare_manifest(self) -> bool:
         """True for a fresh stack (manifest written before anything is made, so a
@@ -198,8 +212,9 @@ class Sites:
         if self.manifest.exists():
             data = json.loads(self.manifest.read_text())
             if (data["sites"], data["ha"]) != (self.site_names, self.ha):
-                raise SitesError(f"{self.state_dir} holds the sites {','.join(data['sites'])}"
-                                 f"{' with --ha' if data['ha'] else ''}: `netpeer dev down` first, or another --state-dir")
+                ha = " with HA gateways" if data["ha"] else ""
+                raise SitesError(f"{self.state_dir} holds the sites {','.join(data['sites'])}{ha}: "
+                                 "`netpeer dev down` first, or another --state-dir")
             present = [ns for ns in namespaces if Path("/run/netns", ns).exists()]
             if len(present) == len(namespaces):
                 return False
@@ -258,7 +273,8 @@ class Sites:
         gateways = [(c.system_id, _PRIORITY[role]) for role, c in self.chassis[p.name].items() if c.gateway]
         for tool, args in operator_commands(p.name, self.site_names, gateways, self.bfd):
             if tool == "ovn-ic-nbctl":
-                self.ic.ic_nbctl(*args)
+                with self._ic_lock:   # two sites adding the same switch at once: a constraint violation
+                    self.ic.ic_nbctl(*args)
             elif args[0] != "ha-chassis-group-add" or not central.nbctl(
                     "--bare", "--columns=name", "find", "HA_Chassis_Group", f"name={gateway_group(p.name)}").strip():
                 central.nbctl(*args)   # ha-chassis-group-add has no --may-exist
