@@ -63,8 +63,9 @@ class Network(Resource, module="netpeer", name="Network"):
     """Every peering of the network with ``phase``, ``reason``, ``remote_uid``,
     ``last_phase_transition_time`` and ``expires_at`` (IEP-9 ``status.peerings``)."""
     inline_peerings: pulumi.Output[list[dict[str, Any]]]
-    peered_networks: pulumi.Output[list[dict[str, str]]]
-    """The networks this one is Bound to (OEP-8 ``status.peeredNetworks``)."""
+    peered_networks: pulumi.Output[list[dict[str, Any]]]
+    """The networks this one is Bound to (OEP-8 ``status.peeredNetworks``): ``namespace``, ``name``,
+    ``uid``, ``site`` (empty for this site) and ``prefixes``."""
 
     def __init__(self, resource_name: str, args: Optional[NetworkArgs] = None,
                  opts: Optional[pulumi.ResourceOptions] = None, *,

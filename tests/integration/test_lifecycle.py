@@ -53,7 +53,9 @@ def test_pending_bound_withdrawn(netpeerd):
     assert len(rows(netpeerd, "Logical_Router_Policy")) == 8  # 4 anti-spoofing policies a side
 
     view = a.get_network("team-a", "net-a")
-    assert view["peered_networks"] == [{"namespace": "team-b", "name": "net-b", "uid": nb["uid"]}]
+    # The peer as the remote network represented here: its site ("": this one) and what it exports.
+    assert view["peered_networks"] == [{"namespace": "team-b", "name": "net-b", "uid": nb["uid"], "site": "",
+                                        "prefixes": ["10.2.0.0/24", "10.9.0.0/24"]}]
     assert view["peerings"][0]["phase"] == "Bound"
 
     b.delete_peering("team-b", "net-b", "to-a")

@@ -169,6 +169,9 @@ PEERED_NETWORK = object_of(
     Field("namespace", STRING, _OUT, "The peered network's namespace."),
     Field("name", STRING, _OUT, "The peered network's name."),
     Field("uid", STRING, _OUT, "The peered network's uid."),
+    Field("site", STRING, _OUT, "The peered network's site; empty when it is in this site."),
+    Field("prefixes", list_of(STRING), _OUT, "The peered network's prefixes (subnets and routes) as this "
+          "network's side sees them."),
 )
 
 NETWORK = Resource(
