@@ -93,8 +93,9 @@ def test_lifecycle_import_and_gone(api):
     network.create(b, {"name": "net-b", "subnets": ["10.2.0.0/24"],
                        "peerings": [{"name": "to-a", "remote_namespace": "team-a", "remote_network": "net-a"}]})
     now = network.read(a, net.id, net.outputs)
-    assert now.outputs["peered_networks"] == [{"namespace": "team-b", "name": "net-b",
-                                               "uid": now.outputs["peered_networks"][0]["uid"]}]
+    assert now.outputs["peered_networks"] == [{"namespace": "team-b", "name": "net-b", "site": "",
+                                               "uid": now.outputs["peered_networks"][0]["uid"],
+                                               "prefixes": ["10.2.0.0/24"]}]
     assert now.inputs["peerings"] == [{"name": "to-b", "remote_network": "net-b", "remote_namespace": "team-b",
                                        "ttl": "7d"}]
 
