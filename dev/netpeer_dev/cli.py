@@ -19,10 +19,10 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
                     help="several sites joined by OVN Interconnection over WireGuard (e.g. east,west): per site "
                          "NB, SB, northd, ovn-ic, chassis and a netpeerd; a simulated WAN between them. "
                          "Site names: a lowercase letter, then up to 9 lowercase letters or digits")
-    up.add_argument("--ha", action="store_true",
-                    help="with --sites: HA gateways, two gateway chassis per site (priorities 20 and 10, BFD "
-                         "100 ms x 3) and a hypervisor chassis for instances (without --ha: one chassis per "
-                         "site, gateway and instances)")
+    up.add_argument("--ha-gateways", action="store_true",
+                    help="with --sites: two gateway chassis per site (priorities 20 and 10, BFD 100 ms x 3) "
+                         "and a hypervisor chassis for instances (without it: one chassis per site, gateway "
+                         "and instances)")
     up.add_argument("--sweep-interval", default="5s", help="how often netpeerd expires and repairs (default 5s)")
     how = up.add_mutually_exclusive_group()
     how.add_argument("--adopt-ovn", action="store_true", help="passed to netpeerd: rebuild a lost store from OVN")
@@ -59,8 +59,8 @@ def run(ctx, args) -> int:
             raise errors.FailedPrecondition(f"{stack.dir} holds a single-site dev stack: `netpeer dev down --purge` "
                                             f"first, or pass another --state-dir")
         return sites_cli.run(ctx, args, multi, say)
-    if args.action == "up" and args.ha:
-        raise errors.InvalidArgument.for_field("--ha", True, "needs --sites (HA gateway chassis per site)")
+    if args.action == "up" and getattr(args, "ha_gateways", False):
+        raise errors.InvalidArgument.for_field("--ha-gateways", True, "needs --sites (HA gateway chassis per site)")
     if args.action == "up":
         serve_args = ("--adopt-ovn",) if args.adopt_ovn else ("--accept-rollback",) if args.accept_rollback else ()
         stack.up(args.chassis, args.sweep_interval, say, serve_args)

@@ -19,7 +19,7 @@ configuration under ``<state-dir>/<site>/``::
 A pair's shared secret is 32 random bytes (urlsafe base64), made once per
 pair in ``<state-dir>/secrets/`` (0700) and removed by ``down``. Instances
 (``netpeer dev instance add``) go on the site's instance chassis (``hv`` with
-``--ha``, the gateway otherwise), MTU 1300 (GENEVE inside WireGuard).
+``--ha-gateways``, the gateway otherwise), MTU 1300 (GENEVE inside WireGuard).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def wanted(args, state_dir) -> MultiSiteStack | None:
             names = validate_sites(sites, "--sites")
         except ValueError as exc:
             raise errors.InvalidArgument(str(exc), field="--sites", value=sites) from None
-        return MultiSiteStack(state_dir, names, ha=bool(getattr(args, "ha", False)))
+        return MultiSiteStack(state_dir, names, ha=bool(getattr(args, "ha_gateways", False)))
     return MultiSiteStack.open(state_dir)
 
 
