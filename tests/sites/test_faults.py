@@ -18,6 +18,7 @@ sides:
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import threading
@@ -31,7 +32,11 @@ from netpeer.core.models import PeeringKey
 from netpeer.ovn.backend import OvnBackend
 from netpeer.store.sqlite import SqliteStore
 from netpeer_dev.multisite import MultiSiteStack
-from tests.faults.harness import summary, wait_ovn_matches_store
+from netpeer.daemon import _site_context
+from netpeer.ovn.rows import desired_rows
+from netpeer.service.writes import desired_states
+from netpeer.store.base import iter_all_networks
+from tests.faults.harness import actual_ids, diff_ovn, summary
 from tests.sites.conftest import SWEEP
 from tests.sites.helpers import World
 
@@ -153,10 +158,10 @@ def test_kill9_either_side_during_cross_site_consent(multi: MultiSiteStack, worl
                         f"after kill {kills} ({victim}): {s} half {j} store != acknowledged"
             converge.append(_converge(world, model))
             for s in SIDES:
-                wait_ovn_matches_store(stores[s], checkers[s])
+                _wait_ovn_matches_store(multi, s, stores[s], checkers[s])
         converge.append(_converge(world, model))
         for s in SIDES:
-            wait_ovn_matches_store(stores[s], checkers[s])
+            _wait_ovn_matches_store(multi, s, stores[s], checkers[s])
     finally:
         for c in checkers.values():
             c.close()
@@ -169,3 +174,24 @@ def test_kill9_either_side_during_cross_site_consent(multi: MultiSiteStack, worl
         "seed": SEED, "steps": STEPS, "kills": kills, "in_flight_took_effect": in_doubt_took,
         "in_flight_did_not": in_doubt_not, "kill_to_serving_s": summary(serving),
         "restart_to_both_sides_agree_s": summary(converge)})
+
+
+def _wait_ovn_matches_store(multi: MultiSiteStack, site: str, store, backend, timeout: float = 15.0) -> float:
+    """Until the site's netpeer-owned NB rows are exactly those its store
+    implies, transit ports, routes and policies towards the other site
+    included (``tests.faults.harness`` knows a single site only)."""
+    config = multi.stacks[site].config(SWEEP)
+    context = _site_context(config)
+    start = time.monotonic()
+    while True:
+        with store.read() as tx:
+            states = desired_states(tx, [n.uid for n in iter_all_networks(tx)])
+        want = collections.Counter(row.ident for state in states.values() if state is not None
+                                   for row in desired_rows(config.owner, state, context))
+        problems = diff_ovn(want, actual_ids(backend)) if backend.connected else ["checker not connected"]
+        if not problems:
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"{site}: OVN does not match the store after {timeout:.0f}s: "
+                                 f"{len(problems)} problem(s): {problems[:10]}")
+        time.sleep(0.05)
