@@ -4,6 +4,7 @@ directory holds one: its ``sites.json``)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from netpeer import errors
@@ -129,6 +130,10 @@ def _instance(ctx, args, multi: MultiSiteStack) -> int:
     with multi.fleet(site) as fleet:
         inst = fleet.add(network, args.name, args.ip)
         states = fleet.states()
+        deadline = time.monotonic() + 30   # the port's NB "up" follows the chassis' claim through northd
+        while states.get(inst.name) == "detached" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            states = fleet.states()
     item = {"site": site, **inst.to_json(states.get(inst.name))}
     output.emit(item, ctx.output, lambda i: _instances_table([i]))
     return 0
