@@ -209,14 +209,16 @@ def capture_script() -> str:
     """Python source of the WAN capture (argv: interface, seconds; prints JSON
     counts of ``frames``, ``wireguard`` (UDP 51820), ``geneve`` (UDP 6081),
     ``geneve_icmp`` (ICMP/ICMPv6 inside GENEVE), ``icmp`` (outer), ``arp``,
-    ``tcp`` (outer, e.g. a site link bypassing the tunnel), ``other``), read
-    with a raw AF_PACKET socket."""
+    ``tcp`` (outer, e.g. a site link bypassing the tunnel), ``link`` (not IP:
+    link-layer control frames), ``other`` (any other IP), and ``kinds``, what
+    the link and other frames were), read with a raw AF_PACKET socket."""
     return r'''
 import json, select, socket, struct, sys, time
 iface, seconds = sys.argv[1], float(sys.argv[2])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
 s.bind((iface, 0))
-counts = dict(frames=0, wireguard=0, geneve=0, geneve_icmp=0, icmp=0, arp=0, tcp=0, other=0)
+counts = dict(frames=0, wireguard=0, geneve=0, geneve_icmp=0, icmp=0, arp=0, tcp=0, link=0, other=0)
+kinds = set()
 def ip_payload(pkt):
     if len(pkt) >= 20 and pkt[0] >> 4 == 4:
         return pkt[9], pkt[(pkt[0] & 15) * 4:]
@@ -245,7 +247,8 @@ while True:
         continue
     parsed = ip_payload(payload) if et in (0x0800, 0x86dd) else None
     if parsed is None:
-        counts["other"] += 1
+        counts["link"] += 1    # not IP: link-layer control (LLDP, STP, ...), carries no traffic
+        kinds.add("ethertype 0x%%04x" %% (et or 0))
         continue
     proto, l4 = parsed
     if proto in (1, 58):
@@ -267,7 +270,10 @@ while True:
                     counts["geneve_icmp"] += 1
         else:
             counts["other"] += 1
+            kinds.add("udp %%d->%%d" %% (sport, dport))
     else:
         counts["other"] += 1
+        kinds.add("ip proto %%d" %% proto)
+counts["kinds"] = sorted(kinds)[:10]
 print(json.dumps(counts))
 ''' % {"wg": WG_PORT, "geneve": GENEVE_PORT}
