@@ -197,12 +197,20 @@ class Underlay:
 
     def capture(self, seconds: float, interface: str | None = None) -> dict[str, int]:
         """Counts of what crosses the WAN for ``seconds`` (see :func:`capture_script`)."""
-        return json.loads(_run(self.capture_argv(seconds, interface), timeout=seconds + 30).stdout)
+        out = _run(self.capture_argv(seconds, interface), timeout=seconds + 30).stdout
+        return json.loads(out.split("\n", 1)[1])
 
     def start_capture(self, seconds: float, interface: str | None = None) -> subprocess.Popen:
-        """Like :meth:`capture` in the background: ``json.loads(p.communicate()[0])``."""
-        return subprocess.Popen(self.capture_argv(seconds, interface), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, stdin=subprocess.DEVNULL)
+        """Like :meth:`capture` in the background, returning once the socket is
+        bound (a loaded machine may take a second to start Python):
+        ``json.loads(p.communicate()[0])``."""
+        proc = subprocess.Popen(self.capture_argv(seconds, interface), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        if proc.stdout.readline().strip() != "capturing":
+            proc.kill()
+            err = proc.communicate(timeout=10)[1].strip().splitlines()
+            raise WanError(f"the WAN capture did not start: {err[-1] if err else 'no output'}")
+        return proc
 
 
 def capture_script() -> str:
@@ -217,6 +225,7 @@ import json, select, socket, struct, sys, time
 iface, seconds = sys.argv[1], float(sys.argv[2])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
 s.bind((iface, 0))
+print("capturing", flush=True)   # the caller waits for this line: frames from now on are counted
 counts = dict(frames=0, wireguard=0, geneve=0, geneve_icmp=0, icmp=0, arp=0, tcp=0, link=0, other=0)
 kinds = set()
 def ip_payload(pkt):
