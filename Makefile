@@ -1,7 +1,8 @@
 # netpeer: the two commands a newcomer needs are `make demo` and `make test`.
 PY := .venv/bin/python
 
-.PHONY: setup demo demo-down demo-sites demo-sites-down walkthrough test test-fast check-proto proto clean help bench bench-quick
+.PHONY: setup demo demo-down demo-sites demo-sites-down walkthrough test test-fast check-proto proto clean help
+.PHONY: bench bench-quick
 
 setup:                ## install OVN, Open vSwitch and the Python environment
 	bash scripts/setup.sh
