@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import stat
 import threading
@@ -96,14 +97,16 @@ def test_bring_up_status_and_clean_stop(names: list[str], ha: bool, measurements
         sites.start(lambda site: sites.state_dir / site / "site.sock", timeout=60)
         assert sites.pids() == pids
     finally:
-        t0 = time.monotonic()
-        sites.stop()
-        measurements.add(f"teardown of the stack: {len(names)} sites{', HA gateways' if ha else ''}",
-                         round(time.monotonic() - t0, 2))
-    assert not leftovers(sites, pids)
-    sites.stop()   # idempotent
-    import shutil
-    shutil.rmtree(sites.state_dir, ignore_errors=True)
+        try:
+            t0 = time.monotonic()
+            sites.stop()
+            measurements.add(f"teardown of the stack: {len(names)} sites{', HA gateways' if ha else ''}",
+                             round(time.monotonic() - t0, 2))
+            left = leftovers(sites, pids)
+            sites.stop()   # idempotent
+        finally:
+            shutil.rmtree(sites.state_dir, ignore_errors=True)   # also when the test failed
+    assert not left, left
 
 
 class _Echo:
@@ -184,8 +187,10 @@ def test_site_link_crosses_the_wan_only_inside_wireguard(measurements) -> None:
             assert time.monotonic() - t0 < 20, "the site link did not come back after the WAN was healed"
         measurements.add("site link answers again after the WAN is healed", round(time.monotonic() - t0, 2))
     finally:
-        echo.close()
-        sites.stop()
-    assert not leftovers(sites, pids)
-    import shutil
-    shutil.rmtree(sites.state_dir, ignore_errors=True)
+        try:
+            echo.close()
+            sites.stop()
+            left = leftovers(sites, pids)
+        finally:
+            shutil.rmtree(sites.state_dir, ignore_errors=True)   # also when the test failed
+    assert not left, left
