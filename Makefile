@@ -1,7 +1,8 @@
 # netpeer: the two commands a newcomer needs are `make demo` and `make test`.
 PY := .venv/bin/python
 
-.PHONY: setup demo demo-down walkthrough test test-fast check-proto proto schema check-schema clean help bench bench-quick
+.PHONY: setup demo demo-down demo-sites demo-sites-down walkthrough test test-fast check-proto proto
+.PHONY: schema check-schema clean help bench bench-quick
 
 setup:                ## install OVN, Open vSwitch and the Python environment
 	bash scripts/setup.sh
@@ -11,6 +12,12 @@ demo: setup           ## local stack with a chassis, two tenants' Pulumi stacks,
 
 demo-down:            ## destroy the demo's stacks, instances, daemons and state; check nothing is left
 	@if [ -x $(PY) ]; then $(PY) -m netpeer_dev.demo down; else echo "no .venv: nothing to tear down"; fi
+
+demo-sites: setup     ## two sites (OVN-IC over WireGuard), a tenant in each, a peering across them, ping both ways
+	$(PY) -m netpeer_dev.demo_sites up
+
+demo-sites-down:      ## stop the two sites: every daemon by pid, namespaces, keys, state; check nothing is left
+	@if [ -x $(PY) ]; then $(PY) -m netpeer_dev.demo_sites down; else echo "no .venv: nothing to tear down"; fi
 
 walkthrough: setup    ## the life of a peering with the netpeer CLI (same dev stack: make demo-down first)
 	bash examples/cli/walkthrough.sh

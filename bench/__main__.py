@@ -20,7 +20,7 @@ from pathlib import Path
 from bench import report
 from bench.deploy import ROOT, load_average
 
-SECTIONS = ("scale", "bulk", "stores", "pulumi", "tofu", "shapes")
+SECTIONS = ("scale", "bulk", "stores", "pulumi", "tofu", "shapes", "sites")
 
 FULL = {
     "sizes": [100, 1000, 10000],
@@ -33,6 +33,7 @@ FULL = {
     "tofu": {"counts": [50, 200], "reps": 1, "startup_samples": 10},
     "shapes": {"sizes": [1000], "samples": 6, "lflow_pairs": 10},
     "stores": {"networks": 500, "pairs": 1000, "concurrency": 32, "binds": 200},
+    "sites": {"ttt_samples": 20, "kills": 10, "bringups": 3},
 }
 QUICK = {
     "sizes": [30, 60],
@@ -45,6 +46,7 @@ QUICK = {
     "tofu": {"counts": [4], "reps": 1, "startup_samples": 2},
     "shapes": {"sizes": [30], "samples": 1, "lflow_pairs": 2},
     "stores": {"networks": 40, "pairs": 60, "concurrency": 8, "binds": 10},
+    "sites": {"ttt_samples": 2, "kills": 2, "bringups": 1},
 }
 
 
@@ -146,6 +148,11 @@ def main(argv=None) -> int:
         if "shapes" in sections:
             from bench import shapes
             data["shapes"] = shapes.run(**preset["shapes"])
+            save()
+        if "sites" in sections:
+            from bench import sites_bench
+            scale.log("cross-site")
+            data["sites"] = sites_bench.run(**preset["sites"])
             save()
     finally:
         stop.set()

@@ -279,6 +279,13 @@ def _md_shapes(data: dict, s: dict) -> list[str]:
     return lines
 
 
+def _md_sites(data: dict, s: dict) -> list[str]:
+    if "sites" not in data:
+        return []
+    from bench import sites_bench
+    return ["", *sites_bench.markdown(data["sites"])]
+
+
 def _md_cli(data: dict, s: dict) -> list[str]:
     if not s["cli"]:
         return []
@@ -294,7 +301,7 @@ def _md_cli(data: dict, s: dict) -> list[str]:
 
 #: The sections of results.md after the targets, in order.
 SECTIONS = [_md_bind, _md_traffic, _md_northd, _md_memory, _md_bulk, _md_pulumi, _md_tofu, _md_shapes,
-            _md_cli]
+            _md_sites, _md_cli]
 
 
 # ------------------------------------------------------------------ plots
@@ -430,9 +437,17 @@ def _plot_shapes(plt, data: dict, s: dict):
     return fig
 
 
+def _plot_sites(plt, data: dict, s: dict):
+    if "sites" not in data:
+        return None
+    from bench import sites_bench
+    return sites_bench.plot(plt, data["sites"])
+
+
 #: (file name, drawing function) of every plot.
 PLOTS = [("bind_latency.png", _plot_bind), ("time_to_traffic.png", _plot_traffic), ("growth.png", _plot_growth),
-         ("bulk.png", _plot_bulk), ("pulumi.png", _plot_pulumi), ("shapes.png", _plot_shapes)]
+         ("bulk.png", _plot_bulk), ("pulumi.png", _plot_pulumi), ("shapes.png", _plot_shapes),
+         ("sites.png", _plot_sites)]
 
 
 def write(data: dict, out: Path) -> None:

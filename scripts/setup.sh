@@ -8,7 +8,8 @@
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
 #     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
 # Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI (and the languages),
-# --no-pulumi-languages only the YAML/TypeScript toolchain, --no-opentofu OpenTofu.
+# --no-pulumi-languages only the YAML/TypeScript toolchain, --no-opentofu OpenTofu,
+# --no-wireguard wireguard-go (then `netpeer dev up --sites` and tests/sites fail, saying so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "setup: $*" >&2; }
@@ -16,17 +17,22 @@ say() { echo "setup: $*" >&2; }
 want_pulumi=1
 want_pulumi_languages=1
 want_opentofu=1
+want_wireguard=1
 for arg in "$@"; do
   case "$arg" in
     --no-pulumi) want_pulumi=0 ;;
     --no-pulumi-languages) want_pulumi_languages=0 ;;
     --no-opentofu) want_opentofu=0 ;;
+    --no-wireguard) want_wireguard=0 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
 
 # --- Debian packages ---------------------------------------------------------
-APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps openssl postgresql)
+# postgresql: netpeerd replicas (dev up --ha, tests/ha).
+# ovn-ic + ovn-ic-db: OVN Interconnection (the daemon; the IC NB/SB schemas) for the multi-site stack.
+APT_PACKAGES=(ovn-central ovn-host ovn-ic ovn-ic-db openvswitch-switch openvswitch-common iproute2 iputils-ping procps
+              openssl postgresql)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -102,4 +108,9 @@ fi
 if [ "$want_opentofu" = 1 ]; then
   PYTHON=.venv/bin/python bash scripts/install-opentofu.sh >/dev/null
   PYTHON=.venv/bin/python bash scripts/install-tofu-provider.sh >/dev/null
+fi
+
+# --- wireguard-go (userspace WireGuard between the sites of `netpeer dev up --sites`) ---
+if [ "$want_wireguard" = 1 ]; then
+  bash scripts/install-wireguard.sh >/dev/null
 fi

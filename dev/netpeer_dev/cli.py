@@ -16,6 +16,14 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
     up.add_argument("--state-dir", default=None, help=f"default $NETPEER_DEV_DIR or {DEFAULT_STATE_DIR}")
     up.add_argument("--chassis", action="store_true",
                     help="also start ovs-vswitchd (userspace datapath) and ovn-controller for real packets")
+    up.add_argument("--sites", metavar="SITE,SITE[,...]",
+                    help="several sites joined by OVN Interconnection over WireGuard (e.g. east,west): per site "
+                         "NB, SB, northd, ovn-ic, chassis and a netpeerd; a simulated WAN between them. "
+                         "Site names: a lowercase letter, then up to 9 lowercase letters or digits")
+    up.add_argument("--ha-gateways", action="store_true",
+                    help="with --sites: two gateway chassis per site (priorities 20 and 10, BFD 100 ms x 3) "
+                         "and a hypervisor chassis for instances (without it: one chassis per site, gateway "
+                         "and instances)")
     up.add_argument("--sweep-interval", default="5s", help="how often netpeerd expires and repairs (default 5s)")
     up.add_argument("--ha", action="store_true",
                     help="replicas: PostgreSQL, an NB Raft cluster of 3, SB, northd and --replicas netpeerd")
@@ -48,6 +56,17 @@ def run(ctx, args) -> int:
     from netpeer.cli import output
     stack = DevStack(args.state_dir)
     say = (lambda msg: sys.stderr.write(f"netpeer dev: {msg}\n"))
+    from netpeer_dev import sites_cli
+    multi = sites_cli.wanted(args, stack.dir)
+    if multi is not None:
+        if args.action == "up" and getattr(args, "ha", False):
+            raise errors.InvalidArgument.for_field("--ha", True, "not with --sites (for HA gateways: --ha-gateways)")
+        if args.action == "up" and stack.config_file.exists():
+            raise errors.FailedPrecondition(f"{stack.dir} holds a single-site dev stack: `netpeer dev down --purge` "
+                                            f"first, or pass another --state-dir")
+        return sites_cli.run(ctx, args, multi, say)
+    if args.action == "up" and getattr(args, "ha_gateways", False):
+        raise errors.InvalidArgument.for_field("--ha-gateways", True, "needs --sites (HA gateway chassis per site)")
     ha = HaStack(stack.dir)
     if (args.action == "up" and args.ha) or (args.action in ("up", "down", "status") and ha.enabled):
         return _run_ha(ctx, args, ha, stack, say)

@@ -111,11 +111,13 @@ class Instance:
 
 class Fleet:
     """The instances of one deployment: an OvnDaemons with a chassis, a state
-    directory for ``instances.json``, and the owner netpeerd tags rows with."""
+    directory for ``instances.json``, and the owner netpeerd tags rows with.
+    ``mtu`` of the instances' interfaces (lower across sites: GENEVE inside WireGuard)."""
 
     def __init__(self, daemons: OvnDaemons, state_dir: str | os.PathLike, owner: str = "netpeer",
-                 prefix: str | None = None):
+                 prefix: str | None = None, mtu: int = MTU):
         self.daemons = daemons
+        self.mtu = mtu
         self.dir = Path(state_dir).absolute()
         self.owner = owner
         self.prefix = prefix or "np" + hashlib.sha256(str(self.dir).encode()).hexdigest()[:6]
@@ -334,7 +336,7 @@ class Fleet:
                 self._program_port(inst, stale=previous.port if previous and previous.port != port else None)
                 items[name] = inst   # recorded before the namespace exists: delete can always clean up
             nsx.add_instance(self.daemons, inst.netns, inst.port, inst.mac, list(inst.ips), list(inst.gateways),
-                             mtu=MTU)
+                             mtu=self.mtu)
             if wait:
                 nsx.wait_instance_up(self.daemons, inst.netns, timeout=timeout)
         except (nsx.NetnsError, OvnDaemonError, ValueError) as exc:

@@ -103,17 +103,21 @@ class DevStack:
         self.ovn.start(chassis=chassis, progress=say)
         if chassis:
             self.chassis_marker.write_text("ovs-vswitchd (userspace datapath) and ovn-controller\n")
-        if not self.token_file.exists():
-            token = f"np_admin{secrets.token_hex(3)}_{secrets.token_urlsafe(32).replace('_', '-')}"
-            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(token + "\n")
+        self.ensure_admin_token()
         netpeerd = self.netpeerd(sweep_interval)
         if netpeerd.pid is None:
             say("starting netpeerd")
             netpeerd.start(timeout=30, args=serve_args)
         else:
             say(f"netpeerd already running (pid {netpeerd.pid})")
+
+    def ensure_admin_token(self) -> None:
+        """Mint the admin token (0600) unless the state dir has one."""
+        if not self.token_file.exists():
+            token = f"np_admin{secrets.token_hex(3)}_{secrets.token_urlsafe(32).replace('_', '-')}"
+            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(token + "\n")
 
     def admin_token(self) -> str:
         return self.token_file.read_text().strip()

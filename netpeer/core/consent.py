@@ -131,8 +131,9 @@ def _unmatched(p: Peering, world: World, now: datetime, sites: Sites) -> Peering
                             f"{p.remote_key} was deleted and re-created (uid now {newcomer.uid}); this peering is "
                             f"pinned to the old one ({p.remote_uid}): update its remote_uid to {newcomer.uid} "
                             "(or clear it) to peer with the new one", now)
-    if p.remote_site and p.phase != Phase.BOUND and not sites.reachable(p.remote_site):
-        return _unreachable(p, now)
+    if p.remote_site and p.phase != Phase.BOUND and p.reason != Reason.REMOTE_WITHDRAWN \
+            and not sites.reachable(p.remote_site):
+        return _unreachable(p, now)   # a known withdrawal stays RemoteWithdrawn: a lost exchange changes nothing
     if p.phase == Phase.PENDING and p.reason == Reason.REMOTE_SITE_UNREACHABLE:
         return p.transition(Phase.PENDING, Reason.AWAITING_REMOTE, f"waiting for {p.remote_key} to consent", now)
     if p.phase == Phase.PENDING and p.reason != Reason.REMOTE_REPLACED:

@@ -547,7 +547,7 @@ class OvnBackend:
         api = self._ready_api()
         out: dict[str, list[dict]] = {}
         for table in COLUMNS:
-            if table == "NB_Global":
+            if table == "NB_Global" or table in REF_TABLES:   # no external_ids: never ours
                 continue
             for row in api.tables[table].rows.values():
                 ext = _get(row, "external_ids")

@@ -24,7 +24,7 @@ def test_quick_run_writes_every_section(tmp_path):
                           env={k: v for k, v in os.environ.items() if not k.startswith("NETPEER_")})
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads((out / "results.json").read_text())
-    for section in ("scale", "bulk", "stores", "pulumi", "tofu", "shapes", "summary", "meta"):
+    for section in ("scale", "bulk", "stores", "pulumi", "tofu", "shapes", "sites", "summary", "meta"):
         assert section in data, section
     summary = data["summary"]
     for section in ("bind", "traffic", "northd", "memory", "cli", "bulk", "pulumi", "shapes", "targets"):
@@ -37,3 +37,5 @@ def test_quick_run_writes_every_section(tmp_path):
     assert set(data["tofu"]["startup"]) == {"plain", "mutual TLS"}
     assert set(data["stores"]["variants"]) == {"sqlite", "postgresql x1", "postgresql x2"}
     assert "## Stores: SQLite, PostgreSQL x1, PostgreSQL x2" in md
+    assert data["sites"]["time_to_traffic"]["cross_site"]["n"] and data["sites"]["failover"]["outage"]["n"]
+    assert "## Cross-site" in md

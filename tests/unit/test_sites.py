@@ -121,6 +121,22 @@ def test_withdrawal_on_either_side_unbinds_both(fed):
     assert fed.dataplanes["west"].networks[fed["west"].get_network(ADMIN, "b", "nb").network.uid].attachments == ()
 
 
+def test_a_withdrawal_stays_remote_withdrawn_through_a_lost_exchange(fed):
+    net(fed["east"], "a", "na", "10.1.0.0/24")
+    net(fed["west"], "b", "nb", "10.2.0.0/24")
+    peer(fed["east"], "a", "na", "p", "b/nb", "west")
+    peer(fed["west"], "b", "nb", "p", "a/na", "east")
+    fed.settle()
+    fed["west"].delete_peering(ADMIN, "b", "nb", "p")
+    fed.settle()
+    fed.cut.add(frozenset(("east", "west")))
+    fed.settle(rounds=1)
+    fed.cut.clear()
+    fed.settle()
+    pa = get(fed["east"], "a", "na", "p")
+    assert (pa.phase, pa.reason) == (Phase.PENDING, Reason.REMOTE_WITHDRAWN)
+
+
 def test_overlap_across_sites_fails_both_sides_naming_the_prefixes(fed):
     net(fed["east"], "a", "na", "10.1.0.0/24")
     net(fed["west"], "b", "nb", "10.1.0.128/25")
