@@ -197,6 +197,12 @@ class Daemon:
             self._settle()
         else:
             LOG.warning("OVN NB %s does not answer yet: serving reads; writes wait for it", self.config.ovn_nb)
+        # The site link before the API: whoever sees the API up may count on the link's socket.
+        if self.site_server is not None:
+            self.site_server.start()
+            self.service.sites.start(self.stopping)
+            LOG.info("site %s: other sites reach it on %s; linked to %s", self.config.site, self.config.site_listen,
+                     ", ".join(link.name for link in self.config.sites))
         self.server.start()
         if self.config.metrics_listen:
             self.metrics_server = self.metrics.serve(self.config.metrics_listen)
@@ -207,11 +213,6 @@ class Daemon:
         self._sweeper.start()
         if self._programmer is not None:
             self._programmer.start()
-        if self.site_server is not None:
-            self.site_server.start()
-            self.service.sites.start(self.stopping)
-            LOG.info("site %s: other sites reach it on %s; linked to %s", self.config.site, self.config.site_listen,
-                     ", ".join(link.name for link in self.config.sites))
         return self
 
     def stop(self, grace: float = 2.0) -> None:

@@ -16,7 +16,8 @@ def touched_by(tx: Transaction, changes: list[tuple[Peering | None, Peering | No
     """Networks whose dataplane changes when these peerings change: both
     sides of every pair that enters or leaves Bound (this site's side only,
     for a pair across sites), and a network's first or last half towards
-    another site (its attachment to that site)."""
+    another site (its attachment to that site is created, or the network
+    re-programmed without its last peer there)."""
     uids: set[str] = set()
     for old, new in changes:
         was = old is not None and old.phase == Phase.BOUND
@@ -44,11 +45,15 @@ def resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime, sites: S
 
 def remove_peering(tx: Transaction, old: Peering, now: datetime, sites: Sites = ONE_SITE) -> set[str]:
     """Deletes a peering and re-evaluates what it affected: its partner, and
-    pairs that failed because of it (they may bind now). The network's last
-    half towards another site releases its attachment to that site."""
+    pairs that failed because of it (they may bind now).
+
+    A network keeps its attachment to another site (its transit port) after
+    its last half towards that site goes, until the network is deleted: a
+    transit port deleted and re-created within a second or two leaves OVN
+    23.03's ovn-controller on a gateway sending with the old port's tunnel
+    key (Bound on both sides, no packets; docs/cross-site.md). Without Bound
+    peers the port passes nothing: its drop policies stay."""
     tx.delete_peering(old.key)
-    if old.remote_site and not tx.has_peering_to_site(old.network_key, old.remote_site):
-        tx.release_attachment(old.network_uid, old.remote_site)
     touched = touched_by(tx, [(old, None)])
     partner = tx.find_peering_to(old.remote_key, old.network_key)
     keys = [partner.key] if partner and not partner.site else []

@@ -311,6 +311,8 @@ class Service:
                 raise FailedPrecondition(
                     f"network {key} is in use by {count} peering(s): {listed}; delete them first",
                     field="network", value=name)
+            for site in tx.attachments_of(network.uid):
+                tx.release_attachment(network.uid, site)
             tx.delete_network(key)
             # Without peerings of its own, no half pointing here can be Bound
             # or Failed: nothing else changes (and nothing else is read).
