@@ -38,7 +38,10 @@ class ChangeTracker:
 
     def note(self, table: str, row, old) -> None:
         """One row changed (``old``: its previous values of the changed columns, if any)."""
-        if table in _IGNORED:
+        if table in _IGNORED or self._full:
+            # A full pass is due anyway (e.g. the initial replication, every
+            # row of it): nothing to note. ``take`` clears the flag before the
+            # pass reads the replica, so a change after that is noted.
             return
         ext = _idl.column_or_none(row, "external_ids") or {}
         was = _idl.column_or_none(old, "external_ids") if old is not None else None
