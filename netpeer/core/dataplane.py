@@ -113,6 +113,11 @@ class Dataplane(Protocol):
     def drifted(self, desired: Desired) -> set[str]:
         """The uids of ``desired`` whose dataplane differs; changes nothing."""
 
+    def take_changes(self) -> set[str] | None:
+        """The uids of the networks whose dataplane changed since the last
+        call (anyone's change), or None if only comparing every network can
+        tell. The repair sweep checks only these between full passes."""
+
     def count_strays(self, keep: Iterable[str]) -> tuple[int, int]:
         """(rows of ours that belong to no network of ``keep``, all rows of
         ours): left by a crash, renamed by hand, or a lost store. Changes nothing."""

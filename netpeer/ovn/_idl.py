@@ -36,6 +36,24 @@ def session_connected(idl) -> bool:
     return idl._session.is_connected()
 
 
+def session_seqno(idl) -> int:
+    """A number that changes whenever the IDL's session connects or
+    disconnects. After a reconnection python-ovs may replace its whole
+    replica without a notification per row (``Idl.__clear``), so a change
+    tracker must not trust what it heard across one (``netpeer.ovn.changes``)."""
+    return idl._session.get_seqno()
+
+
+def column_or_none(row, column: str):
+    """A column's value, or None when ``row`` does not carry it (python-ovs
+    hands ``notify`` the old values of the changed columns only)."""
+    data = row.__dict__.get("_data")
+    if data is None:
+        return None
+    datum = data.get(column)
+    return datum.to_python(row._uuid_to_row) if datum is not None else None
+
+
 def set_reconnect_backoff(idl, ms: int) -> None:
     """Reconnect at most ``ms`` apart instead of python-ovs's default
     (doubling up to 8 s). When a clustered NB loses its leader, the members
@@ -54,8 +72,17 @@ class Idl(connection.OvsdbIdl):
     the gRPC threads several times (the GIL still switches threads every few
     milliseconds without it)."""
 
+    #: Called with (table name, row, old values or None) for every row the
+    #: server adds, changes or deletes (``netpeer.ovn.changes``).
+    on_change = None
+
     def cooperative_yield(self):
         pass
+
+    def notify(self, event, row, updates=None):
+        hook = self.on_change
+        if hook is not None:
+            hook(row._table.name, row, updates)
 
 
 class Transaction(ovs_transaction.Transaction):

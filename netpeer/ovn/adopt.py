@@ -17,7 +17,7 @@ import netaddr
 from netpeer.core.dataplane import NetworkState
 from netpeer.core.models import Network, Route
 from netpeer.ovn import _idl, names
-from netpeer.ovn.backend import _OwnedRows
+from netpeer.ovn.owned import _OwnedRows
 from netpeer.ovn.rows import CHILD_COLUMNS
 
 _get = _idl.read_column

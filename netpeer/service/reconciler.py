@@ -63,12 +63,22 @@ class Reconciler:
         self.metrics = NONE
         #: The sites consent asks about (``netpeer.service.sites.SiteLinks``).
         self.sites = ONE_SITE
+        #: Sweeps since the last full one, and networks to look at again next time.
+        self._since_full = 0
+        self._recheck: set[str] = set()
 
     #: Below this many rows a stray removal is never held back (crash leftovers).
     MIN_GUARDED = 20
     #: Networks compared with the dataplane per read-only drift check.
     #: (Small: each check runs on the OVN connection thread, ahead of writes.)
     REPAIR_CHECK_CHUNK = 10
+    #: Every this many sweeps, compare every network with the dataplane; the
+    #: sweeps between check only the networks the dataplane reports changed
+    #: (``Dataplane.take_changes``), so a sweep at rest costs next to nothing.
+    #: The full pass catches what change reports cannot (e.g. a row edited
+    #: while netpeerd was disconnected is caught anyway: a reconnection asks
+    #: for a full pass); with the 30 s default interval it runs every 5 minutes.
+    FULL_PASS_EVERY = 10
     #: Expired peerings deleted per write transaction.
     EXPIRY_BATCH = 50
     #: Expired peerings deleted per sweep at most: the repair always gets its
@@ -161,17 +171,37 @@ class Reconciler:
         LOG.error("%s", self._blocked)
         return True
 
+    def _to_check(self) -> list[str] | None:
+        """The networks this sweep compares: all of them (None) on a full
+        pass, else those whose dataplane changed since the last sweep and
+        those whose repair failed then."""
+        changed = self.dataplane.take_changes()
+        if changed is None or self._since_full + 1 >= self.FULL_PASS_EVERY:
+            self._since_full, self._recheck = 0, set()
+            return None
+        self._since_full += 1
+        uids, self._recheck = changed | self._recheck, set()
+        return sorted(uids)
+
     def repair(self) -> SweepReport:
         """Removes what belongs to no network, then makes the dataplane match
-        the store for every network, one network per transaction so one bad
-        row does not stop the rest."""
+        the store for every network (or, between full passes, every network
+        whose dataplane changed), one network per transaction so one bad row
+        does not stop the rest."""
+        uids = self._to_check()
+        if uids == []:
+            return SweepReport()   # nothing changed since the last sweep
         repaired, errors = self._remove_strays()
-        try:
-            with self.store.read() as tx:
-                uids = [n.uid for n in iter_all_networks(tx)]
-        except Exception as exc:   # a store that went away (PostgreSQL restarting): the next sweep
-            LOG.error("repair sweep: cannot read the store: %s", exc)
-            return SweepReport(repaired_rows=repaired, errors=errors + 1)
+        if errors:
+            self._since_full = self.FULL_PASS_EVERY   # try it all again next sweep
+        if uids is None:
+            try:
+                with self.store.read() as tx:
+                    uids = [n.uid for n in iter_all_networks(tx)]
+            except Exception as exc:   # a store that went away (PostgreSQL restarting): the next sweep, in full
+                LOG.error("repair sweep: cannot read the store: %s", exc)
+                self._since_full = self.FULL_PASS_EVERY
+                return SweepReport(repaired_rows=repaired, errors=errors + 1)
         for k in range(0, len(uids), self.REPAIR_CHECK_CHUNK):
             part = uids[k:k + self.REPAIR_CHECK_CHUNK]
             # Cheap read-only check first, without the write lock: writes go on
@@ -185,6 +215,7 @@ class Reconciler:
             except Exception as exc:
                 LOG.warning("drift check failed (%s); checking networks one by one", exc)
                 suspects = set(part)
+                self._recheck |= set(part)
             for uid in part:
                 if uid not in suspects:
                     continue
@@ -196,6 +227,7 @@ class Reconciler:
                         LOG.warning("repaired %d drifted OVN row(s) of network %s", report.changed, uid)
                 except Exception as exc:  # keep sweeping; report below
                     errors += 1
+                    self._recheck.add(uid)
                     LOG.error("repair of network %s failed: %s", uid, exc)
         return SweepReport(repaired_rows=repaired, errors=errors)
 

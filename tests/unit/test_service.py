@@ -221,3 +221,52 @@ def test_validate_only_answers_like_the_write_and_keeps_nothing(world):
         service.create_network(Caller("t", frozenset({"a"})), "other", "n", ["10.9.0.0/24"], validate_only=True)
     view = service.create_network(ADMIN, "c", "net-c", ["10.9.0.0/24"], validate_only=True)
     assert view.network.name == "net-c" and service.list_networks(ADMIN, "c") == []
+
+
+class ReportingDataplane(MemoryDataplane):
+    """Reports the networks changed behind the service's back, as OVN's IDL
+    does (``tamper``), except those changed by ``hide`` (a change it missed).
+    Its first report is "unknown", as after connecting."""
+
+    def __init__(self):
+        super().__init__()
+        self.heard: set[str] | None = None
+        self.checked: list[str] = []
+
+    def take_changes(self):
+        heard, self.heard = self.heard, set()
+        return heard
+
+    def drifted(self, desired):
+        self.checked += list(desired)
+        return super().drifted(desired)
+
+    def tamper(self, uid, state):
+        super().tamper(uid, state)
+        if self.heard is not None:
+            self.heard.add(uid)
+
+    def hide(self, uid, state):
+        super().tamper(uid, state)
+
+
+def test_a_sweep_checks_only_changed_networks_and_a_full_pass_finds_the_rest(tmp_path):
+    store = SqliteStore(tmp_path / "netpeer.db")
+    dataplane = ReportingDataplane()
+    service = Service(store, dataplane, clock=Clock())
+    na, nb, _ = bind(service)
+    service.sweep()                                   # the first sweep compares everything
+    assert set(dataplane.checked) == {na.uid, nb.uid}
+    dataplane.checked.clear()
+    service.sweep()                                   # at rest: compares nothing
+    assert dataplane.checked == []
+    dataplane.tamper(na.uid, NetworkState(na, ()))    # a change it hears of: repaired by the next sweep
+    assert service.sweep().repaired_rows == 1 and dataplane.checked == [na.uid]
+    assert dataplane.peers_of(na.uid) == {nb.uid}
+    dataplane.hide(nb.uid, NetworkState(nb, ()))      # one it missed: repaired by the next full pass
+    sweeps = 1
+    while service.sweep().repaired_rows == 0:
+        sweeps += 1
+        assert sweeps <= 10, "a missed change must be repaired within 10 sweeps (5 minutes at the default 30 s)"
+    assert dataplane.peers_of(nb.uid) == {na.uid}
+    store.close()
