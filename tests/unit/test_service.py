@@ -17,6 +17,7 @@ from netpeer.core.dataplane import NetworkState
 from netpeer.core.models import Caller
 from netpeer.service import Service
 from netpeer.service.memory import MemoryDataplane
+from netpeer.store.sqlite import SqliteStore
 from tests.pgsupport import make_store
 
 ADMIN = Caller("admin", frozenset(), True)
