@@ -360,23 +360,26 @@ class Client:
 
     # watch
     def watch(self, namespace: str, network: str | None = None, since: int | None = None,
-              resume: bool = True) -> Iterator[dict[str, Any]]:
+              resume: bool = True, timeout: float | None = None) -> Iterator[dict[str, Any]]:
         """The changes of a namespace (or one network) after revision
         ``since`` (None: from now, starting with a Bookmark), as they happen.
         With ``resume``, a lost connection is re-made and the watch goes on
-        from the last revision seen: nothing is missed or repeated."""
+        from the last revision seen: nothing is missed or repeated. With
+        ``timeout``, the watch ends quietly after that many seconds."""
         parent = convert.network_name(namespace, network) if network else f"namespaces/{namespace}"
         while True:
             try:
                 request = pb.WatchRequest(parent=parent)
                 if since is not None:
                     request.since_revision = since
-                stream = self._stub(self._current, "net").Watch(request, metadata=self._metadata)
+                stream = self._stub(self._current, "net").Watch(request, metadata=self._metadata, timeout=timeout)
                 for event in stream:
                     since = event.revision if since is None else max(since, event.revision)
                     yield event_json(event)
                 return
             except grpc.RpcError as exc:
+                if timeout is not None and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    return
                 if not resume or exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise from_rpc_error(exc) from None
                 self._current = (self._current + 1) % len(self.endpoints)   # another replica, if any

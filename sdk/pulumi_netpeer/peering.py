@@ -24,6 +24,7 @@ class NetworkPeeringArgs:
     ttl: Optional[pulumi.Input[str]] = None
     description: Optional[pulumi.Input[str]] = None
     wait_for_bound: Optional[pulumi.Input[float]] = None
+    wait_for_programmed: Optional[pulumi.Input[bool]] = None
 
 
 class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
@@ -47,6 +48,8 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
         it goes; it stops at once on Failed. If it is not Bound in time the peering
         stays (it binds when the other side consents) and ``pulumi up`` warns, or fails
         with ``netpeer:errorOnNotBound`` set to true. 0 (default) does not wait.
+    :param wait_for_programmed: with ``wait_for_bound``, wait also until every OVN chassis
+        has applied the peering (its ``dataplane`` is ``Programmed``: traffic flows).
 
     Changing the network, name, namespace or remote (its site included) replaces the peering (the old
     half is withdrawn first); description, ttl and remote_uid update in place. A
@@ -83,17 +86,20 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
                  remote_namespace: Optional[pulumi.Input[str]] = None, remote_uid: Optional[pulumi.Input[str]] = None,
                  ttl: Optional[pulumi.Input[str]] = None, description: Optional[pulumi.Input[str]] = None,
                  wait_for_bound: Optional[pulumi.Input[float]] = None,
-                 remote_site: Optional[pulumi.Input[str]] = None):
+                 remote_site: Optional[pulumi.Input[str]] = None,
+                 wait_for_programmed: Optional[pulumi.Input[bool]] = None):
         if args is not None:
             network, remote_network, name, namespace = args.network, args.remote_network, args.name, args.namespace
             remote_namespace, remote_uid, ttl = args.remote_namespace, args.remote_uid, args.ttl
             description, wait_for_bound, remote_site = args.description, args.wait_for_bound, args.remote_site
+            wait_for_programmed = args.wait_for_programmed
         name = name if name is not None else resource_name
         _registry.declare(namespace, network, name, f"as NetworkPeering {resource_name!r}")
         props = {
             "namespace": namespace, "network": network, "name": name, "remote_namespace": remote_namespace,
             "remote_network": remote_network, "remote_site": remote_site or "", "remote_uid": remote_uid, "ttl": ttl,
             "description": description or "", "wait_for_bound": wait_for_bound or 0,
+            "wait_for_programmed": wait_for_programmed if wait_for_programmed is not None else False,
             "phase": None, "reason": None, "message": None, "network_uid": None,
             "last_phase_transition_time": None, "expires_at": None, "pinned_remote_uid": None,
         }

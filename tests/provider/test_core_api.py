@@ -6,6 +6,8 @@ test_dynamic.py and tests/e2e."""
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 
 import pytest
 
@@ -139,34 +141,17 @@ def test_errors_are_typed_one_liners(api):
     assert info.value.kind == "PermissionDenied" and "\n" not in str(info.value)
 
 
-class FakeTime:
-    """A clock that advances only when the code under test sleeps."""
-
-    def __init__(self, on_sleep=None):
-        self.now, self.on_sleep = 0.0, on_sleep
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
-        if self.on_sleep:
-            self.on_sleep(self.now)
-
-
 def test_wait_for_bound_reports_progress_and_keeps_the_half(api):
     lines = []
     a = api.session("team-a", progress=lines.append)
     network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
     c = a.client()
     p = c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
-    t = FakeTime()
-    p = peering.wait_for_bound(a, c, p, 12, sleep=t.sleep, clock=t.clock)
-    assert (p["phase"], p["reason"]) == ("Pending", "AwaitingRemote") and t.now == 12.0
+    p = peering.wait_for_bound(a, c, p, 6)
+    assert (p["phase"], p["reason"]) == ("Pending", "AwaitingRemote")
     # A status line at the start and every 5 s: progress, not only the engine's timer.
-    assert lines == ["peering team-a/net-a/to-b is Pending (AwaitingRemote); waiting up to 12s for Bound",
-                     "peering team-a/net-a/to-b is Pending (AwaitingRemote); waited 5s of 12s for Bound",
-                     "peering team-a/net-a/to-b is Pending (AwaitingRemote); waited 10s of 12s for Bound"]
+    assert lines == ["peering team-a/net-a/to-b is Pending (AwaitingRemote); waiting up to 6s for Bound",
+                     "peering team-a/net-a/to-b is Pending (AwaitingRemote); waited 5s of 6s for Bound"]
     assert [x["name"] for x in c.list_peerings("team-a", "net-a")] == ["to-b"]  # never withdrawn
 
 
@@ -192,11 +177,10 @@ def test_wait_for_bound_stops_at_once_on_failed(api):
     network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
     network.create(b, {"name": "net-b", "subnets": ["10.1.0.0/24"],
                        "peerings": [{"name": "to-a", "remote_namespace": "team-a", "remote_network": "net-a"}]})
-    t = FakeTime()
     c = a.client()
     p = c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
     assert p["phase"] == "Failed"
-    assert peering.wait_for_bound(a, c, p, 30, sleep=t.sleep, clock=t.clock)["phase"] == "Failed" and t.now == 0
+    assert peering.wait_for_bound(a, c, p, 30) is p   # nothing to wait for: no call made
     c.delete_peering("team-a", "net-a", "to-b")
     created = peering.create(a, {**TO_C, "name": "to-b", "remote_namespace": "team-b", "remote_network": "net-b",
                                  "wait_for_bound": 30})
@@ -205,21 +189,52 @@ def test_wait_for_bound_stops_at_once_on_failed(api):
     assert "run pulumi up once" not in created.warnings[0] and "10.1.0.0/24" in created.warnings[0]
 
 
-def test_wait_for_bound_returns_once_bound(api):
-    a = api.session("team-a")
+def _later(seconds, fn):
+    t = threading.Timer(seconds, fn)
+    t.start()
+    return t
+
+
+def test_wait_for_bound_watches_and_returns_once_bound(api):
+    lines = []
+    a = api.session("team-a", progress=lines.append)
     network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
     b = api.session("team-b")
     network.create(b, {"name": "net-b", "subnets": ["10.2.0.0/24"]})
     c = a.client()
     p = c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    consent = _later(0.5, lambda: b.client().create_peering("team-b", "net-b", "to-a", "net-a", "team-a"))
+    started = time.monotonic()
+    p = peering.wait_for_bound(a, c, p, 30)
+    consent.join()
+    # Told by the watch as it happened: well before the first 5 s status line would have been due.
+    assert p["phase"] == "Bound" and time.monotonic() - started < 5 and len(lines) == 1
+    assert peering.wait_for_bound(a, c, p, 30) is p
 
-    def consent(now):
-        if now >= 1.0 and not b.client().list_peerings("team-b", "net-b"):
-            b.client().create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
-    t = FakeTime(consent)
-    p = peering.wait_for_bound(a, c, p, 30, sleep=t.sleep, clock=t.clock)
-    assert p["phase"] == "Bound" and t.now == 1.0
-    assert peering.wait_for_bound(a, c, p, 30, sleep=t.sleep, clock=t.clock) is p
+
+def test_wait_for_programmed_waits_for_every_chassis(server, api):
+    a = api.session("team-a")
+    network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
+    b = api.session("team-b")
+    network.create(b, {"name": "net-b", "subnets": ["10.2.0.0/24"]})
+    c = a.client()
+    c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    # B's half binds the pair; no chassis has acknowledged it yet (nothing runs the Programmer here).
+    half = {**TO_C, "name": "to-a", "network": "net-b", "remote_namespace": "team-a", "remote_network": "net-a",
+            "wait_for_bound": 1, "wait_for_programmed": True}
+    created = peering.create(b, half)
+    assert (created.outputs["phase"], created.outputs["wait_for_programmed"]) == ("Bound", True)
+    assert created.warnings == ("peering team-b/net-b/to-a is Bound but its dataplane is still Programming after "
+                                "wait_for_bound=1s: not every OVN chassis has applied it yet",)
+    p = c.get_peering("team-a", "net-a", "to-b")
+    assert (p["phase"], p["dataplane"]) == ("Bound", "Programming")
+    assert peering.wait_for_bound(a, c, p, 30)["dataplane"] == "Programming"   # Bound is enough without it
+    acknowledged = _later(0.5, server.service.programmer.check)
+    p = peering.wait_for_bound(a, c, p, 30, programmed=True)
+    acknowledged.join()
+    assert (p["phase"], p["dataplane"]) == ("Bound", "Programmed")
+    assert peering.check({**half, "wait_for_programmed": "yes"})[1] == [
+        core.Failure("wait_for_programmed", "wait_for_programmed: 'yes' must be true or false")]
 
 
 def test_the_shared_client_survives_a_restart(server, api):
@@ -238,6 +253,21 @@ def test_the_shared_client_survives_a_restart(server, api):
     # The dropped client was closed although `client` still refers to it: left open, its broken
     # connection (gRPC shares them between channels) would fail the new channel's calls too.
     assert network.read(a, net.id, net.outputs) is not None
+
+
+class FakeTime:
+    """A clock that advances only when the code under test sleeps."""
+
+    def __init__(self, on_sleep=None):
+        self.now, self.on_sleep = 0.0, on_sleep
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+        if self.on_sleep:
+            self.on_sleep(self.now)
 
 
 def test_deleting_a_network_waits_a_little_for_its_peerings_to_go(api):

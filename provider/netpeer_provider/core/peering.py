@@ -25,10 +25,10 @@ from netpeer_provider.core.values import given, known
 
 SCHEMA = schema.NETWORK_PEERING
 _ECHOED = ("namespace", "network", "name", "remote_namespace", "remote_network", "remote_site", "description",
-           "ttl", "wait_for_bound")
+           "ttl", "wait_for_bound", "wait_for_programmed")
 _STATUS = ("phase", "reason", "message", "network_uid", "last_phase_transition_time", "expires_at")
 _PREVIEWED = ("phase", "reason", "message")  # what a validate-only create tells before anything exists
-_UPDATABLE = ("description", "wait_for_bound")  # ttl and remote_uid too, compared once normalised
+_UPDATABLE = ("description", "wait_for_bound", "wait_for_programmed")  # ttl, remote_uid: compared normalised
 WAIT_MAX = 3600
 PROGRESS_EVERY = 5.0  # seconds between two status lines while waiting for Bound
 
@@ -71,6 +71,10 @@ def check(news: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], li
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= WAIT_MAX:
             failures.append(Failure(f"{prefix}wait_for_bound", f"{prefix}wait_for_bound: {wait!r} must be a "
                                     f"number of seconds from 0 to {WAIT_MAX}"))
+    programmed = news.get("wait_for_programmed")
+    if programmed is not None and known(programmed) and not isinstance(programmed, bool):
+        failures.append(Failure(f"{prefix}wait_for_programmed", f"{prefix}wait_for_programmed: {programmed!r} must "
+                                f"be true or false"))
     for field in ("network", "name", "remote_network"):
         if not news.get(field):
             failures.append(Failure(f"{prefix}{field}", f"{prefix}{field} is required"))
@@ -135,18 +139,18 @@ def create(session: Session, props: Mapping[str, Any]) -> Created:
     (showing progress) and stops at once if it is Failed. A half that is not
     Bound in the end is kept: warnings say so, or ``NotBound`` if the
     settings make that an error."""
-    wait = props.get("wait_for_bound") or 0
+    wait, programmed = props.get("wait_for_bound") or 0, bool(props.get("wait_for_programmed"))
 
     def run(c) -> dict[str, Any]:
         _, args = _create_args(c, props)
-        return wait_for_bound(session, c, c.create_peering(**args), wait)
+        return wait_for_bound(session, c, c.create_peering(**args), wait, programmed=programmed)
     what = f"creating peering {props.get('network')}/{props.get('name')}"
     try:
         p = session.call(what, run)
     except ServiceError as exc:
         raise _conflict(session, exc) from None
     id_, outs = str(PeeringId(p["namespace"], p["network"], p["name"])), outputs(props, p)
-    return Created(id_, outs, settle(session, id_, outs, p, wait))
+    return Created(id_, outs, settle(session, id_, outs, p, wait, programmed=programmed))
 
 
 def _conflict(session: Session, exc: ServiceError) -> ServiceError:
@@ -162,9 +166,10 @@ def _conflict(session: Session, exc: ServiceError) -> ServiceError:
 
 
 def settle(session: Session, id_: str, outs: dict[str, Any], p: Mapping[str, Any], waited: float,
-           *, preview: bool = False) -> tuple[str, ...]:
+           *, preview: bool = False, programmed: bool = False) -> tuple[str, ...]:
     """The warnings a create or update ends with: the peering is Failed, still
-    not Bound after ``waited`` seconds, or pinned to a replaced remote. With
+    not Bound after ``waited`` seconds (or, with ``programmed``, Bound but its
+    dataplane still Programming), or pinned to a replaced remote. With
     ``error_on_not_bound`` the first two raise ``NotBound`` instead (the
     peering exists: ``id_`` and ``outs`` go with the error). A preview only
     warns."""
@@ -176,6 +181,9 @@ def settle(session: Session, id_: str, outs: dict[str, Any], p: Mapping[str, Any
         msg = (f"peering {key} is still {p['phase']} ({p['reason']}: {p['message']}) after "
                f"{t.field('wait_for_bound')}={waited:g}s; it is kept and binds once the other side consents "
                f"({t.refresh} shows it)")
+    elif waited and programmed and p.get("dataplane") == "Programming":
+        return (f"peering {key} is Bound but its dataplane is still Programming after "
+                f"{t.field('wait_for_bound')}={waited:g}s: not every OVN chassis has applied it yet",)
     elif p["reason"] == "RemoteReplaced":
         return (_replaced_note(session, p),)
     else:
@@ -257,7 +265,8 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
         inputs["remote_site"] = p["remote_site"]
     if props.get("pinned_remote_uid"):
         inputs["remote_uid"] = props["pinned_remote_uid"]
-    inputs["wait_for_bound"] = props.get("wait_for_bound") or 0  # a setting of ours, not the service's
+    inputs["wait_for_bound"] = props.get("wait_for_bound") or 0  # settings of ours, not the service's
+    inputs["wait_for_programmed"] = bool(props.get("wait_for_programmed"))
     return Read(id_, outputs(inputs, p), inputs)
 
 
@@ -298,13 +307,13 @@ def update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[st
     ``remote_uid`` changed (cleared: unpinned); with ``wait_for_bound``,
     waits for Bound. Ends like ``create`` (warnings or ``NotBound``)."""
     pid = PeeringId.parse(id_)
-    wait = news.get("wait_for_bound") or 0
+    wait, programmed = news.get("wait_for_bound") or 0, bool(news.get("wait_for_programmed"))
 
     def run(c) -> dict[str, Any]:
-        return wait_for_bound(session, c, update_half(c, pid, _update_args(olds, news)), wait)
+        return wait_for_bound(session, c, update_half(c, pid, _update_args(olds, news)), wait, programmed=programmed)
     p = session.call(f"updating peering {pid.network}/{pid.name}", run)
     outs = outputs(news, p)
-    return Updated(outs, settle(session, id_, outs, p, wait))
+    return Updated(outs, settle(session, id_, outs, p, wait, programmed=programmed))
 
 
 def preview_update(session: Session, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Updated:
@@ -332,31 +341,56 @@ def delete(session: Session, id_: str, props: Mapping[str, Any]) -> None:
             raise
 
 
-def wait_for_bound(session: Session, client, p: dict[str, Any], seconds: float,
-                   sleep: Callable[[float], None] = time.sleep,
+def _done(p: Mapping[str, Any], programmed: bool) -> bool:
+    if p["phase"] == "Failed":
+        return True
+    return p["phase"] == "Bound" and (not programmed or p.get("dataplane") != "Programming")
+
+
+def wait_for_bound(session: Session, client, p: dict[str, Any], seconds: float, *, programmed: bool = False,
                    clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Polls until the peering is Bound or Failed, for at most ``seconds``
-    (0: return at once), and returns it as last seen, whatever its phase: the
-    half is never withdrawn (the other side may be waiting for it). Status
-    lines go to ``session.report`` at the start, when the phase or reason
+    """Watches the peering until it is Bound (with ``programmed``: Bound and
+    its dataplane Programmed) or Failed, for at most ``seconds`` (0: return at
+    once), and returns it as last seen, whatever its phase: the half is never
+    withdrawn (the other side may be waiting for it). Status lines go to
+    ``session.report`` at the start, when the phase, reason or dataplane
     changes and every ``PROGRESS_EVERY`` seconds."""
-    if not seconds or p["phase"] in ("Bound", "Failed"):
+    if not seconds or _done(p, programmed):
         return p
-    key = _key(p)
+    key, goal = _key(p), "Programmed" if programmed else "Bound"
     start = last = clock()
     deadline = start + float(seconds)
-    seen = (p["phase"], p["reason"])
-    session.report(f"peering {key} is {p['phase']} ({p['reason']}); waiting up to {seconds:g}s for Bound")
-    while clock() < deadline:
-        sleep(min(0.5, max(0.0, deadline - clock())))
-        p = client.get_peering(p["namespace"], p["network"], p["name"])
-        if p["phase"] in ("Bound", "Failed"):
-            return p
+
+    def state(p: Mapping[str, Any]) -> tuple[str, ...]:
+        return (p["phase"], p["reason"], p.get("dataplane") or "") if programmed else (p["phase"], p["reason"])
+
+    def said(p: Mapping[str, Any]) -> str:
+        dataplane = f", dataplane {p.get('dataplane')}" if programmed and p["phase"] == "Bound" else ""
+        return f"peering {key} is {p['phase']} ({p['reason']}{dataplane})"
+
+    seen = state(p)
+    session.report(f"{said(p)}; waiting up to {seconds:g}s for {goal}")
+    since, fresh = None, False
+    while (remaining := deadline - clock()) > 0:
+        # Each watch ends after PROGRESS_EVERY seconds at most, for a status line.
+        for event in client.watch(p["namespace"], p["network"], since=since,
+                                  timeout=min(remaining, PROGRESS_EVERY)):
+            since = event["revision"]
+            if not fresh:   # the first answer (a Bookmark): re-read, for what changed before the watch began
+                p, fresh = client.get_peering(p["namespace"], p["network"], p["name"]), True
+            elif event.get("kind") == "peering" and event["name"] == p["name"] and "peering" in event:
+                p = event["peering"]
+            else:
+                continue
+            if _done(p, programmed):
+                return p
+            if state(p) != seen:
+                seen, last = state(p), clock()
+                session.report(f"{said(p)}; waited {last - start:.0f}s of {seconds:g}s for {goal}")
         now = clock()
-        if (p["phase"], p["reason"]) != seen or now - last >= PROGRESS_EVERY:
-            seen, last = (p["phase"], p["reason"]), now
-            session.report(f"peering {key} is {p['phase']} ({p['reason']}); waited {now - start:.0f}s of "
-                           f"{seconds:g}s for Bound")
+        if now - last >= PROGRESS_EVERY and now < deadline:
+            last = now
+            session.report(f"{said(p)}; waited {now - start:.0f}s of {seconds:g}s for {goal}")
     return p
 
 

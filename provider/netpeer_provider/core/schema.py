@@ -240,6 +240,10 @@ NETWORK_PEERING = Resource(
               "not Bound in time the peering stays (it binds when the other side consents) and the operation "
               "warns, or fails if the provider setting `error_on_not_bound` is true. 0 does not wait. A setting "
               "of the provider; the service never sees it.", default=0),
+        Field("wait_for_programmed", BOOL, _OPT, "With `wait_for_bound`, wait also until the peering's "
+              "dataplane is `Programmed` (every OVN chassis has applied it, so traffic flows), not only until it is "
+              "Bound; if it is Bound but still `Programming` in time, the operation warns. A setting of the "
+              "provider.", default=False),
         Field("phase", STRING, _OUT, "`Pending`, `Bound` or `Failed`."),
         Field("reason", STRING, _OUT, "Why it is in that phase: " + _REASONS),
         Field("message", STRING, _OUT, "A sentence about the phase, for people."),
