@@ -21,12 +21,13 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
                          "NB, SB, northd, ovn-ic, chassis and a netpeerd; a simulated WAN between them. "
                          "Site names: a lowercase letter, then up to 9 lowercase letters or digits")
     up.add_argument("--ha-gateways", action="store_true",
-                    help="with --sites: two gateway chassis per site (priorities 20 and 10, BFD 100 ms x 3) "
-                         "and a hypervisor chassis for instances (without it: one chassis per site, gateway "
-                         "and instances)")
+                    help="with --sites (there --ha means the same): two gateway chassis per site (priorities 20 "
+                         "and 10, BFD 100 ms x 3) and a hypervisor chassis for instances (without it: one chassis "
+                         "per site, gateway and instances)")
     up.add_argument("--sweep-interval", default="5s", help="how often netpeerd expires and repairs (default 5s)")
     up.add_argument("--ha", action="store_true",
-                    help="replicas: PostgreSQL, an NB Raft cluster of 3, SB, northd and --replicas netpeerd")
+                    help="replicas: PostgreSQL, an NB Raft cluster of 3, SB, northd and --replicas netpeerd; "
+                         "with --sites: HA gateways (--ha-gateways)")
     up.add_argument("--replicas", type=int, default=2, help="with --ha: how many netpeerd replicas (default 2)")
     how = up.add_mutually_exclusive_group()
     how.add_argument("--adopt-ovn", action="store_true", help="passed to netpeerd: rebuild a lost store from OVN")
@@ -57,10 +58,10 @@ def run(ctx, args) -> int:
     stack = DevStack(args.state_dir)
     say = (lambda msg: sys.stderr.write(f"netpeer dev: {msg}\n"))
     from netpeer_dev import sites_cli
+    if getattr(args, "sites", None) and getattr(args, "ha", False):
+        args.ha_gateways = True   # with --sites, --ha means HA gateways (replicas are a single-site stack's)
     multi = sites_cli.wanted(args, stack.dir)
     if multi is not None:
-        if args.action == "up" and getattr(args, "ha", False):
-            raise errors.InvalidArgument.for_field("--ha", True, "not with --sites (for HA gateways: --ha-gateways)")
         if args.action == "up" and stack.config_file.exists():
             raise errors.FailedPrecondition(f"{stack.dir} holds a single-site dev stack: `netpeer dev down --purge` "
                                             f"first, or pass another --state-dir")
