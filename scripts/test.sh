@@ -25,7 +25,8 @@ for d in "${lane1[@]}"; do
 done
 
 logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+progress=
+trap 'touch "$logs/stop" 2>/dev/null; [ -n "$progress" ] && wait "$progress" 2>/dev/null; rm -rf "$logs"' EXIT
 start=$(date +%s)
 run_lane() {  # name, directories...
   local name=$1; shift
@@ -39,13 +40,34 @@ pid1=$!
 run_lane lane2 "${lane2[@]}" "$@" &
 pid2=$!
 
+# Progress while the lanes run: tests done so far per lane, every minute.
+(
+  last=$start
+  while [ ! -e "$logs/stop" ]; do
+    sleep 2
+    [ $(( $(date +%s) - last )) -ge 60 ] || continue
+    last=$(date +%s)
+    line="test.sh: $(( last - start )) s:"
+    for lane in lane1 lane2; do
+      [ -e "$logs/$lane.rc" ] && { line+=" $lane done;"; continue; }
+      marks=$(grep -v '^\[' "$logs/$lane.log" 2>/dev/null | grep -oE '^[.FEsx]+' | tr -d '\n')
+      failed=$(printf '%s' "$marks" | tr -d '.sx' | wc -c)
+      line+=" $lane ${#marks} tests ($failed failed);"
+    done
+    echo "$line" >&2
+  done
+) &
+progress=$!
+
 status=0
 for lane in lane1 lane2; do
   if [ "$lane" = lane1 ]; then wait "$pid1"; else wait "$pid2"; fi
   rc=$(cat "$logs/$lane.rc")
   echo "== $lane (exit $rc, $(( $(date +%s) - start )) s since the start)"
   sed "s/^/[$lane] /" "$logs/$lane.log"
+  echo
   [ "$rc" = 0 ] || status=1
 done
+touch "$logs/stop"; wait "$progress" 2>/dev/null
 echo "test.sh: both lanes done in $(( $(date +%s) - start )) s; $([ $status = 0 ] && echo passed || echo FAILED)"
 exit $status
