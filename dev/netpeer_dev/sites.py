@@ -89,6 +89,9 @@ class TunnelStatus:
 class Sites:
     """A multi-site OVN-IC stack in ``state_dir`` (see the module docstring)."""
 
+    #: Seconds without progress in the interconnection before every ovn-ic is woken (``_wait_interconnected``).
+    NUDGE_AFTER = 3.0
+
     def __init__(self, state_dir: str | os.PathLike, sites: Iterable[str] = ("east", "west"), ha: bool = False,
                  bfd: tuple[int, int, int] = BFD, keepalive: int = KEEPALIVE) -> None:
         self.state_dir = Path(state_dir).absolute()
@@ -280,7 +283,15 @@ class Sites:
                 central.nbctl(*args)   # ha-chassis-group-add has no --may-exist
 
     def _wait_interconnected(self, deadline: float) -> None:
-        """Every site's NB has its transit switches and its SB every other site's gateways."""
+        """Every site's NB has its transit switches and its SB every other site's gateways.
+
+        Two sites' ``ovn-ic`` registering at the same moment may both insert
+        the transit switch's datapath binding into the IC SB with the same
+        tunnel key; the loser's whole transaction (its AZ registration too)
+        fails, and OVN 23.03's ``ovn-ic`` does not try again until something
+        it monitors changes. So when nothing moved for a while, touch the IC
+        NB (an external id nobody reads): every ``ovn-ic`` wakes and retries."""
+        stalled, last, nudges = time.monotonic(), None, 0
         while True:
             missing = []
             for s in self.site_names:
@@ -293,8 +304,15 @@ class Sites:
                             for c in self.gateways(o) if c.system_id not in remote]
             if not missing:
                 return
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise SitesError(f"never appeared: {', '.join(missing)}; see ovn-ic.log in <site>/ovn")
+            if missing != last:
+                stalled, last = now, missing
+            elif now - stalled > self.NUDGE_AFTER:
+                nudges += 1
+                self.ic.ic_nbctl("set", "IC_NB_Global", ".", f"external_ids:netpeer-dev-nudge={nudges}")
+                stalled = now
             time.sleep(0.05)
 
     # ------------------------------------------------------------ site links

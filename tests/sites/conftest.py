@@ -35,7 +35,12 @@ def measurements() -> Iterator[Measurements]:
 def start_multi(ha: bool, sites: tuple[str, ...] = ("east", "west")) -> MultiSiteStack:
     require_sites()
     multi = MultiSiteStack(short_tmpdir("npx-"), list(sites), ha=ha)
-    multi.up(SWEEP, lambda m: None)
+    try:
+        multi.up(SWEEP, lambda m: None)   # a failed start stops what it started
+    except BaseException:
+        if os.environ.get("NETPEER_KEEP_STATE") != "1":   # keep it (and its logs) only when asked
+            shutil.rmtree(multi.dir, ignore_errors=True)
+        raise
     return multi
 
 
