@@ -34,8 +34,8 @@ schema: setup         ## regenerate schema/pulumi/schema.json from the provider 
 check-schema: setup   ## schema/pulumi/schema.json is what the provider core describes
 	$(PY) -m netpeer_provider.plugin.schema_json --check schema/pulumi/schema.json
 
-test: setup check-proto check-schema  ## the whole suite, against real OVN daemons (two lanes side by side)
-	PYTHON=$(PY) bash scripts/test.sh
+test: setup check-proto check-schema  ## the whole suite, against real OVN daemons
+	$(PY) -m pytest -q -rfEs
 
 test-fast: setup      ## unit tests only
 	$(PY) -m pytest -q tests/unit

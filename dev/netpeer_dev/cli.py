@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from netpeer import errors
 from netpeer_dev.ha import HaStack
@@ -191,5 +192,9 @@ def _instance_action(ctx, args, stack: DevStack, fleet) -> int:
     network = ctx.client.get_network(ns, net)
     inst = fleet.add(network, args.name, args.ip)
     states = fleet.states()
+    deadline = time.monotonic() + 30   # the port's NB "up" follows the chassis' claim through northd
+    while states.get(inst.name) == "detached" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        states = fleet.states()
     output.emit(inst.to_json(states.get(inst.name)), ctx.output, lambda i: _instances_table([i]))
     return 0
