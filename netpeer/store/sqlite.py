@@ -61,6 +61,10 @@ class SqliteStore(Store):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        # Readers inside read(): close() leaves them to their own thread (closing
+        # a connection another thread is querying crashes the sqlite3 module).
+        self._busy: set[sqlite3.Connection] = set()
+        self._closed = False
         #: The migrations this opening applied.
         self.applied = self.migrate(apply=upgrade)
         with self._lock:
@@ -137,11 +141,21 @@ class SqliteStore(Store):
                 finally:
                     self._db.execute("ROLLBACK")
             return
-        db.execute("BEGIN")
+        with self._readers_lock:
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            self._busy.add(db)
         try:
-            yield _SqliteTx(db)
+            db.execute("BEGIN")
+            try:
+                yield _SqliteTx(db)
+            finally:
+                db.execute("ROLLBACK")
         finally:
-            db.execute("ROLLBACK")
+            with self._readers_lock:
+                self._busy.discard(db)
+                if self._closed:
+                    db.close()
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Transaction]:
@@ -159,8 +173,10 @@ class SqliteStore(Store):
         with self._lock:
             self._db.close()
         with self._readers_lock:
+            self._closed = True
             for db in self._readers:
-                db.close()
+                if db not in self._busy:
+                    db.close()
             self._readers.clear()
 
 
