@@ -236,6 +236,22 @@ class ReadStamp(_OwnedRows):
                 self.result = None
 
 
+class ReadOwnedIds(_OwnedRows):
+    """Our rows' external_ids by table. A command, so that it reads the IDL in
+    the connection thread: iterating a table while an update arrives fails."""
+
+    def run_idl(self, txn):
+        out: dict[str, list[dict]] = {}
+        for table in COLUMNS:
+            if table == "NB_Global" or table in REF_TABLES:   # no external_ids: never ours
+                continue
+            for row in self.api.tables[table].rows.values():
+                ext = _get(row, "external_ids")
+                if ext.get(names.OWNER) == self.owner:
+                    out.setdefault(table, []).append(dict(ext))
+        self.result = out
+
+
 class OvnBackend:
     """A connection to the OVN NB database and the operations netpeer needs.
 
@@ -427,16 +443,7 @@ class OvnBackend:
     # ------------------------------------------------------------ inspection
     def owned_rows(self) -> dict[str, list[dict]]:
         """Our rows by table (for status and tests): their external_ids."""
-        api = self._ready_api()
-        out: dict[str, list[dict]] = {}
-        for table in COLUMNS:
-            if table == "NB_Global" or table in REF_TABLES:   # no external_ids: never ours
-                continue
-            for row in api.tables[table].rows.values():
-                ext = _get(row, "external_ids")
-                if ext.get(names.OWNER) == self.owner:
-                    out.setdefault(table, []).append(dict(ext))
-        return out
+        return self._run(lambda api: ReadOwnedIds(api, self.owner), "owned rows read") or {}
 
     def nb_cfg(self) -> tuple[int, int, int]:
         api = self._ready_api()

@@ -254,9 +254,11 @@ def test_extra_route_reachable_after_update(world: World) -> None:
 def test_programmed_means_traffic_flows(world: World, record_property) -> None:
     """``dataplane: Programmed`` comes from OVN's own acknowledgement (every
     chassis applied the configuration): over many binds, the first ping sent
-    after it is answered every time, and ``programmed_at`` is never later
-    than the first answered ping (of a pinger running every 10 ms) by more
-    than the interval at which netpeerd samples the acknowledgement. Every
+    after it is answered every time, and ``programmed_at`` follows the first
+    answered ping (of a pinger running every 10 ms) by about the interval at
+    which netpeerd samples the acknowledgement: the median lag stays within
+    two sampling intervals (a loaded machine may delay one sample, so single
+    lags are recorded, not judged; sampling every 0.6 s fails this). Every
     other bind, ovn-controller is paused for a second: the peering is Bound
     but stays Programming, and no ping gets through, until it resumes."""
     from datetime import datetime, timezone
@@ -302,10 +304,11 @@ def test_programmed_means_traffic_flows(world: World, record_property) -> None:
         programmed_at = datetime.strptime(mine["programmed_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
             tzinfo=timezone.utc).timestamp()
         lags.append(programmed_at - first)
-        assert programmed_at <= first + sampling, f"programmed_at {programmed_at - first:+.3f}s after the first ping"
         world.withdraw("team-b", "net-b", "to-a")
         world.withdraw("team-a", "net-a", "to-b")
         world.sync()
         assert not reach(vm_a, target, count=1, timeout=0.3)
     record_property("programmed_at_minus_first_ping_s", [round(x, 3) for x in lags])
     print(f"programmed_at - first answered ping (s): {[round(x, 3) for x in lags]}")
+    median = sorted(lags)[len(lags) // 2]
+    assert median <= 2 * sampling, f"programmed_at lags the first answered ping by {median:.3f}s (median)"
