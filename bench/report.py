@@ -49,6 +49,9 @@ def summarize(data: dict) -> dict:
         s["pulumi"] = data["pulumi"]["overhead"]
     if "shapes" in data:
         s["shapes"] = {key: _summarize_shape(r) for key, r in data["shapes"].items()}
+    if "scale" in data:
+        from bench import sizing
+        s["sizing"] = sizing.summary(data["scale"])
     s["targets"] = _targets(s)
     return s
 
@@ -286,6 +289,13 @@ def _md_sites(data: dict, s: dict) -> list[str]:
     return ["", *sites_bench.markdown(data["sites"])]
 
 
+def _md_sizing(data: dict, s: dict) -> list[str]:
+    if not s.get("sizing"):
+        return []
+    from bench import sizing
+    return ["", *sizing.markdown(s["sizing"])]
+
+
 def _md_cli(data: dict, s: dict) -> list[str]:
     if not s["cli"]:
         return []
@@ -300,8 +310,8 @@ def _md_cli(data: dict, s: dict) -> list[str]:
 
 
 #: The sections of results.md after the targets, in order.
-SECTIONS = [_md_bind, _md_traffic, _md_northd, _md_memory, _md_bulk, _md_pulumi, _md_tofu, _md_shapes,
-            _md_sites, _md_cli]
+SECTIONS = [_md_bind, _md_traffic, _md_northd, _md_memory, _md_sizing, _md_bulk, _md_pulumi, _md_tofu,
+            _md_shapes, _md_sites, _md_cli]
 
 
 # ------------------------------------------------------------------ plots

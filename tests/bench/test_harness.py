@@ -39,3 +39,4 @@ def test_quick_run_writes_every_section(tmp_path):
     assert "## Stores: SQLite, PostgreSQL x1, PostgreSQL x2" in md
     assert data["sites"]["time_to_traffic"]["cross_site"]["n"] and data["sites"]["failover"]["outage"]["n"]
     assert "## Cross-site" in md
+    assert summary["sizing"]["table"] and "## Sizing: networks per site" in md
