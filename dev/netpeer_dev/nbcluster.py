@@ -143,6 +143,7 @@ class NbCluster:
             if self.member(i).pid() is None:
                 self.start_member(i)
         self.wait_leader(timeout)
+        self.wait_members_joined(timeout)
         if self.sb.pid() is None:
             if not (self.dir / "sb.db").exists():
                 self.run("ovsdb-tool", "create", str(self.dir / "sb.db"), str(SB_SCHEMA))
@@ -155,16 +156,46 @@ class NbCluster:
         self.nbctl("--wait=sb", "sync", timeout=timeout)
 
     # ------------------------------------------------------------ raft
-    def role(self, i: int) -> str | None:
-        """leader, follower, candidate; None when member ``i`` does not answer."""
+    def _status(self, i: int) -> dict[str, str]:
+        """Member ``i``'s ``cluster/status`` as fields; {} when it does not answer."""
         if self.member(i).pid() is None:
-            return None
+            return {}
         out = self.run("ovs-appctl", "-t", str(self.ctl(i)), "--timeout=5", "cluster/status", "OVN_Northbound",
                        timeout=10, check=False)
+        if out.returncode != 0:
+            return {}
+        fields = {}
         for line in out.stdout.splitlines():
-            if line.startswith("Role:"):
-                return line.split(":", 1)[1].strip()
-        return None
+            key, sep, value = line.partition(":")
+            if sep and not line.startswith(" "):
+                fields.setdefault(key.strip(), value.strip())
+        return fields
+
+    def role(self, i: int) -> str | None:
+        """leader, follower, candidate; None when member ``i`` does not answer."""
+        return self._status(i).get("Role")
+
+    def wait_members_joined(self, timeout: float = 30.0) -> None:
+        """Until every running member says it is a cluster member."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            running = [i for i in self.members() if self.member(i).pid() is not None]
+            if all(self._status(i).get("Status") == "cluster member" for i in running):
+                return
+            time.sleep(0.05)
+        raise OvnDaemonError(f"NB members did not all join the cluster within {timeout:.0f}s; see {self.dir}/nb*.log")
+
+    def kill(self, i: int) -> int:
+        """SIGKILL member ``i`` by its pidfile's pid; waits until it is gone."""
+        pid = self.member(i).signal(signal.SIGKILL)
+        if pid is None:
+            raise OvnDaemonError(f"ovsdb-server-nb-{i} is not running")
+        return pid
+
+    def transfer_leadership(self, i: int) -> None:
+        """Asks leader ``i`` to hand leadership to another member (what it does
+        before writing a snapshot)."""
+        self.run("ovs-appctl", "-t", str(self.ctl(i)), "cluster/failure-test", "transfer-leadership")
 
     def leader(self) -> int | None:
         return next((i for i in self.members() if self.role(i) == "leader"), None)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.cluster import OvnCluster
+from netpeer_dev.nbcluster import NbCluster
 from netpeer_dev.process import NetpeerdProcess
-from tests.support import netpeerd_process
+from tests.support import netpeerd_process, require_ovn
 
 
 @pytest.fixture
@@ -34,10 +34,11 @@ def netpeerd_factory(state_dir):
 def nb_cluster():
     """A running three-member clustered NB with SB and ovn-northd, stopped
     (by pid) and removed afterwards."""
+    require_ovn()
     directory = Path(tempfile.mkdtemp(prefix="npc-", dir="/tmp"))
     cluster = None
     try:
-        cluster = OvnCluster(directory)
+        cluster = NbCluster(directory)
         cluster.start()
         yield cluster
     finally:
