@@ -80,37 +80,20 @@ stubs_ok() {
     PYTHONPATH="$pydir" "$py" -c "import $stub_pkg.tfplugin6_pb2_grpc, $stub_pkg.grpc_controller_pb2_grpc" 2>/dev/null
 }
 
-if bin_ok && stubs_ok; then
+tofu_cached() { bin_ok && stubs_ok; }
+
+if tofu_cached; then
     log "tofu $V already built: $bin"
     printf '%s\n' "$bin"
     exit 0
 fi
 
-# --- Go toolchain -----------------------------------------------------------------------------------
-if [[ -n "${GO:-}" ]]; then
-    go_bin="$GO"
-elif command -v go >/dev/null 2>&1; then
-    go_bin="$(command -v go)"
-elif [[ -x /usr/local/go/bin/go ]]; then
-    go_bin=/usr/local/go/bin/go
-else
-    die "go not found: install Go (https://go.dev/dl) or put it on PATH (or set GO=/path/to/go); it is needed to build tofu $V"
-fi
-"$go_bin" version >/dev/null 2>&1 || die "'$go_bin' does not run"
+# --- Go toolchain and one builder at a time ------------------------------------------------
+. "$(dirname "${BASH_SOURCE[0]}")/go-build.sh"
+find_go "tofu $V"
 "$py" -c 'import grpc_tools.protoc' 2>/dev/null \
     || die "$py lacks grpcio-tools (needed for the provider protocol stubs): pip install -e '.[dev]'"
-
-mkdir -p "$prefix"
-# One builder at a time per version; a second caller waits and then finds the cache filled.
-exec 9>"$prefix/.lock"
-if command -v flock >/dev/null 2>&1; then
-    flock 9
-    if bin_ok && stubs_ok; then
-        log "tofu $V already built (by a concurrent run): $bin"
-        printf '%s\n' "$bin"
-        exit 0
-    fi
-fi
+build_lock tofu_cached "$bin" "tofu $V"
 
 start=$(date +%s)
 work="$(mktemp -d "${TMPDIR:-/tmp}/netpeer-tofu-build.XXXXXX")"

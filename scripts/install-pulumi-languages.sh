@@ -106,28 +106,10 @@ if cached_ok; then
     exit 0
 fi
 
-# --- Go toolchain -----------------------------------------------------------------------------------
-if [[ -n "${GO:-}" ]]; then
-    go_bin="$GO"
-elif command -v go >/dev/null 2>&1; then
-    go_bin="$(command -v go)"
-elif [[ -x /usr/local/go/bin/go ]]; then
-    go_bin=/usr/local/go/bin/go
-else
-    die "go not found: install Go or put it on PATH (or set GO=/path/to/go)"
-fi
-"$go_bin" version >/dev/null 2>&1 || die "'$go_bin' does not run"
-
-mkdir -p "$prefix"
-exec 9>"$prefix/.lock"
-if command -v flock >/dev/null 2>&1; then
-    flock 9
-    if cached_ok; then
-        log "language hosts for pulumi $V already installed (by a concurrent run): $prefix"
-        printf '%s\n' "$env_file"
-        exit 0
-    fi
-fi
+# --- Go toolchain and one builder at a time ------------------------------------------------
+. "$(dirname "${BASH_SOURCE[0]}")/go-build.sh"
+find_go "the language hosts for pulumi $V"
+build_lock cached_ok "$env_file" "the language hosts for pulumi $V"
 
 start=$(date +%s)
 work="$(mktemp -d "${TMPDIR:-/tmp}/netpeer-pulumi-lang.XXXXXX")"

@@ -74,29 +74,10 @@ if cached_ok; then
     exit 0
 fi
 
-# --- Go toolchain -------------------------------------------------------------------------------
-if [[ -n "${GO:-}" ]]; then
-    go_bin="$GO"
-elif command -v go >/dev/null 2>&1; then
-    go_bin="$(command -v go)"
-elif [[ -x /usr/local/go/bin/go ]]; then
-    go_bin=/usr/local/go/bin/go
-else
-    die "go not found: install Go or put it on PATH (or set GO=/path/to/go); it is needed to build wireguard-go"
-fi
-"$go_bin" version >/dev/null 2>&1 || die "'$go_bin' does not run"
-
-mkdir -p "$prefix"
-# One builder at a time per version; a second caller waits and then finds the cache filled.
-exec 9>"$prefix/.lock"
-if command -v flock >/dev/null 2>&1; then
-    flock 9
-    if cached_ok; then
-        log "wireguard-go $ver already built (by a concurrent run): $bin"
-        printf '%s\n' "$bin"
-        exit 0
-    fi
-fi
+# --- Go toolchain and one builder at a time ------------------------------------------------
+. "$(dirname "${BASH_SOURCE[0]}")/go-build.sh"
+find_go "wireguard-go $ver"
+build_lock cached_ok "$bin" "wireguard-go $ver"
 
 log "building wireguard-go $ver from the Go module proxy (UAPI sockets in $sockdir)..."
 start=$(date +%s.%N)
