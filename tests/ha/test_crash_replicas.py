@@ -83,12 +83,13 @@ class Workload:
     def run(self, count: int, started: threading.Event | None = None, fault: threading.Event | None = None,
             first_ack_after_fault: list | None = None, fault_at: list | None = None) -> None:
         """``count`` calls; ``started`` is set when the first one begins.
-        After a fault, calls that failed before the first acknowledged one do
-        not count (the figure is the time to that first one)."""
+        With a ``fault``, ``count`` calls sent after it; of those, calls that
+        failed before the first acknowledged one do not count (the figure is
+        the time to that first one)."""
         k, give_up = 0, time.monotonic() + 120
         try:
             while k < count:
-                if self.done >= self.total or time.monotonic() > give_up:
+                if (fault is None and self.done >= self.total) or time.monotonic() > give_up:
                     return
                 op = self.model.next_op()
                 self.done += 1
@@ -114,7 +115,10 @@ class Workload:
                 self.latencies.append(time.monotonic() - t0)
                 self.model.apply(op)
                 self.acked += 1
-                k += 1
+                # Around a fault, only calls sent after it count: on a loaded machine the kill may come late,
+                # after calls that were all acknowledged before it.
+                if fault is None or (fault_at and t0 >= fault_at[0]):
+                    k += 1
                 # The first call sent after the fault and acknowledged.
                 if fault is not None and fault.is_set() and first_ack_after_fault is not None \
                         and not first_ack_after_fault and fault_at and t0 >= fault_at[0]:
@@ -204,9 +208,10 @@ def test_kill9_a_random_replica_loses_nothing(replicas, nb3, request):
         store.close()
     for d in daemons:
         d.assert_no_internal_errors()
-    assert work.done == TOTAL_OPS and work.acked + sum(work.in_doubt.values()) == TOTAL_OPS
+    assert work.done >= TOTAL_OPS and work.acked + sum(work.in_doubt.values()) == work.done
+    assert len(to_next_write) == KILLS
     publish(request, "replicas_kill9", {
-        "seed": SEED, "operations": TOTAL_OPS, "kills_survived": len(to_next_write),
+        "seed": SEED, "operations": work.done, "kills_survived": len(to_next_write),
         "killed": dict(killed_which), "acknowledged": work.acked, "lost": 0,
         "in_flight_at_kill": dict(work.in_doubt),
         "kill_to_next_acknowledged_write_s": summary(to_next_write),
@@ -264,9 +269,9 @@ def test_postgres_restart_and_nb_leader_kill_lose_nothing(replicas, nb3, pg_clus
         store.close()
     for d in daemons:
         d.assert_no_internal_errors()
-    assert work.acked + sum(work.in_doubt.values()) == work.done == ops
+    assert work.acked + sum(work.in_doubt.values()) == work.done >= ops
     publish(request, "replicas_postgres_and_nb_faults", {
-        "seed": SEED + 1, "operations": ops, "faults_survived": {k: len(v) for k, v in recovered.items()},
+        "seed": SEED + 1, "operations": work.done, "faults_survived": {k: len(v) for k, v in recovered.items()},
         "acknowledged": work.acked, "lost": 0, "in_flight_at_fault": dict(work.in_doubt),
         "fault_to_next_acknowledged_write_s": {k: summary(v) for k, v in recovered.items()},
         "op_latency_s": summary(work.latencies), "duration_s": round(time.monotonic() - began, 1)})
