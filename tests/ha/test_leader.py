@@ -91,7 +91,8 @@ def test_the_sweeps_move_to_the_survivor(replicas, nb3, request):
             deleted = [e for e in tx.events_after("c", "net-c", 0, 100) if e.name == "short" and e.type == "Deleted"]
         expired_lines = sum(d.log.read_text().count("peering c/net-c/short expired") for d in daemons)
         assert len(deleted) == 1 and expired_lines == 1, (deleted, expired_lines)
-        assert repaired <= SWEEP + LEASE + 1.0, f"repaired {repaired:.2f}s after the leader died"
+        # The lease runs out, then the survivor's first sweep repairs (3 s of slack for a loaded machine).
+        assert repaired <= SWEEP + LEASE + 3.0, f"repaired {repaired:.2f}s after the leader died"
         # A replica started again follows; the lease stays where it is.
         daemons[leader].spawn()
         daemons[leader].wait_ready()
@@ -141,7 +142,7 @@ def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, requ
         assert not in_sync(), "something removed the rows before any replica went away"
         daemons[1 - leader].kill9()
         killed = time.monotonic()
-        wait_for("the leader removed the dead write's rows", in_sync, 5)
+        wait_for("the leader removed the dead write's rows", in_sync, 10)   # well before the 30 s sweep
         took = time.monotonic() - killed
         report = Service(store, checker).repair()
         assert (report.repaired_rows, report.errors) == (0, 0), report

@@ -158,7 +158,7 @@ def policy_flows(ovn: OvnDaemons, ident: str) -> PolicyFlows:
     return PolicyFlows(tuple(lflows), int(keys[0]))
 
 
-def wait_count(read, at_least: int, timeout: float = 5.0) -> int:
+def wait_count(read, at_least: int, timeout: float = 15.0) -> int:
     """OpenFlow statistics of the userspace datapath are pushed up by the
     revalidators about twice a second: poll until ``read()`` >= at_least."""
     deadline = time.monotonic() + timeout

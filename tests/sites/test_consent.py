@@ -101,6 +101,11 @@ def test_cli_cross_site_peering_and_bad_input(world: World, multi: MultiSiteStac
     ok = _cli(multi, "west", "-n", "cli-b", "peering", "create", "net-b", "to-a", "east:cli-a/net-a")
     assert ok.returncode == 0, ok.stderr
     world.wait_phase("east", "cli-a", "net-a", "to-b", "Bound")
+    # Once Programmed, nothing changes the half by itself (the chassis' acknowledgement stamps it once).
+    deadline = time.monotonic() + 30
+    while world.peering("east", "cli-a", "net-a", "to-b")["dataplane"] != "Programmed":
+        assert time.monotonic() < deadline, "never Programmed"
+        time.sleep(0.05)
     before = world.client("east", "cli-a").list_peerings("cli-a", "net-a")
     for remote, value in (("nosuch:cli-b/net-b", "nosuch"), ("West:cli-b/net-b", "West"),
                           ("east:cli-a/net-a", "east")):

@@ -76,14 +76,24 @@ def topo(world: World, multi: MultiSiteStack) -> Topo:
     return Topo(world, multi, nets, vms)
 
 
+# A phase is the control plane's word; the chassis apply it a moment later (longer on a loaded machine):
+# traffic is judged once it has settled, within SETTLE seconds.
+SETTLE = 15.0
+
+
 def _talks(src: Instance, dst: Instance) -> None:
     for v in (4, 6):
+        deadline = time.monotonic() + SETTLE
+        while not reach(src, dst.address(v), count=1, timeout=0.5):
+            assert time.monotonic() < deadline, f"{src.name} -> {dst.address(v)} failed for {SETTLE:.0f} s"
         assert reach(src, dst.address(v), count=3), f"{src.name} -> {dst.address(v)} failed"
 
 
 def _silent(src: Instance, dst: Instance) -> None:
     for v in (4, 6):
-        assert not arrives(src, dst, dst.address(v), count=2), f"{src.name} -> {dst.address(v)} arrived"
+        deadline = time.monotonic() + SETTLE
+        while arrives(src, dst, dst.address(v), count=2):
+            assert time.monotonic() < deadline, f"{src.name} -> {dst.address(v)} still arrives after {SETTLE:.0f} s"
 
 
 def _first_ping(src: Instance, address: str, t0: float, timeout: float = 15.0, step: float = 0.05) -> float:

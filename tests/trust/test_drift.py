@@ -216,7 +216,7 @@ def test_drift_is_repaired_and_foreign_rows_are_left_alone(ovn, daemon):
                       "external_ids:netpeer\\:kind=route", f"external_ids:netpeer\\:network={a}",
                       f"external_ids:netpeer\\:id=route/{a}/x", "--", "add", "Logical_Router", lr_a,
                       "static_routes", "@r")
-            assert wait_for(lambda: nb_state(ovn)[0] == good, 5) is not None
+            assert wait_for(lambda: nb_state(ovn)[0] == good, 30) is not None
             _, theirs = nb_state(ovn)
             assert theirs.keys() == foreign.keys()
             foreign = theirs

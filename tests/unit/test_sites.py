@@ -295,7 +295,7 @@ def test_the_link_threads_exchange_after_each_commit(fed):
         peer(fed["east"], "a", "na", "p", "b/nb", "west")
         peer(fed["west"], "b", "nb", "p", "a/na", "east")
         import time
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30   # the link interval is 60 s: only a poke binds this soon
         while time.monotonic() < deadline:
             if get(fed["east"], "a", "na", "p").phase == get(fed["west"], "b", "nb", "p").phase == Phase.BOUND:
                 break

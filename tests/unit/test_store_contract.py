@@ -223,9 +223,11 @@ def test_two_processes_writes_serialize_and_revisions_follow_commit_order(pg_url
         assert one.store_id == two.store_id
         inside = threading.Event()
         order: list[str] = []
+        locked_at: list[float] = []
 
         def slow():
             with one.write() as tx:
+                locked_at.append(time.monotonic())
                 inside.set()
                 tx.put_network(net("a", "first", 1))
                 time.sleep(0.5)          # as if waiting for OVN, holding the write lock
@@ -234,14 +236,14 @@ def test_two_processes_writes_serialize_and_revisions_follow_commit_order(pg_url
         t = threading.Thread(target=slow)
         t.start()
         inside.wait(5)
-        started = time.monotonic()
         with two.write() as tx:        # waits for the other store's commit, then sees it
             assert tx.get_network(NetworkKey("a", "first")) is not None
             tx.put_network(net("a", "second", 2))
             order.append("second")
-        waited = time.monotonic() - started
+        # From when the first write took the lock, which it held for 0.5 s: a late wake-up here cannot shorten it.
+        waited = time.monotonic() - locked_at[0]
         t.join()
-        assert order == ["first", "second"] and waited > 0.3
+        assert order == ["first", "second"] and waited >= 0.5
         with two.read() as tx:
             assert [e.name for e in tx.events_after("a", None, 0, 10)] == ["first", "second"]
     finally:

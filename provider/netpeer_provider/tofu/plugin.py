@@ -306,7 +306,10 @@ def _serve_in(workdir: str, provider_factory: Callable[[], object], stop: thread
             if os.getppid() != parent:  # OpenTofu is gone: nobody will ever call Shutdown
                 break
     finally:
-        # gRPC first (in-flight calls finish, their answers reach the relays), then the TLS front.
+        # The private directory goes first: go-plugin kills a plugin still running 2 s after Shutdown, and
+        # open connections outlive their socket's path. Then gRPC (in-flight calls finish, their answers
+        # reach the relays), then the TLS front.
+        shutil.rmtree(workdir, ignore_errors=True)
         server.stop(grace=1).wait(3)
         if front is not None:
             front.stop()
