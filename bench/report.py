@@ -447,6 +447,13 @@ def _plot_shapes(plt, data: dict, s: dict):
     return fig
 
 
+def _plot_sizing(plt, data: dict, s: dict):
+    if not s.get("sizing"):
+        return None
+    from bench import sizing
+    return sizing.plot(plt, s["sizing"])
+
+
 def _plot_sites(plt, data: dict, s: dict):
     if "sites" not in data:
         return None
@@ -457,7 +464,7 @@ def _plot_sites(plt, data: dict, s: dict):
 #: (file name, drawing function) of every plot.
 PLOTS = [("bind_latency.png", _plot_bind), ("time_to_traffic.png", _plot_traffic), ("growth.png", _plot_growth),
          ("bulk.png", _plot_bulk), ("pulumi.png", _plot_pulumi), ("shapes.png", _plot_shapes),
-         ("sites.png", _plot_sites)]
+         ("sites.png", _plot_sites), ("sizing.png", _plot_sizing)]
 
 
 def write(data: dict, out: Path) -> None:

@@ -58,13 +58,14 @@ class Curve:
         lo, hi = self._segment(n)
         return lo[1] * (n / lo[0]) ** self._exponent(lo, hi)
 
-    def networks(self, budget_s: float) -> int:
-        """The most networks one site can hold within ``budget_s``."""
+    def networks(self, budget_s: float) -> int | None:
+        """The most networks one site can hold within ``budget_s``; None when
+        the curve does not grow there (too noisy or too small to say)."""
         for lo, hi in zip(self.points, self.points[1:]):
             if budget_s <= hi[1]:
                 break
         k = self._exponent(lo, hi)
-        return int(lo[0] * (budget_s / lo[1]) ** (1 / k))
+        return int(lo[0] * (budget_s / lo[1]) ** (1 / k)) if k > 0 else None
 
 
 def curve_of(scale: dict) -> Curve:
@@ -80,7 +81,7 @@ def table(curve: Curve, memory_per_network_mib: float | None = None) -> list[dic
         per_site = curve.networks(budget)
         row = {"budget_s": budget, "networks_per_site": per_site,
                "sites_for_region": math.ceil(REGION_NETWORKS / per_site) if per_site else None}
-        if memory_per_network_mib is not None:
+        if memory_per_network_mib is not None and per_site:
             row["ovn_central_mib_per_site"] = per_site * memory_per_network_mib
         out.append(row)
     return out
@@ -129,8 +130,9 @@ def markdown(s: dict) -> list[str]:
              f"{s['region_networks']:,} networks | OVN central memory per site |", "|---|---|---|---|"]
     for row in s["table"]:
         mem = row.get("ovn_central_mib_per_site")
-        lines.append(f"| {row['budget_s']:g} s | {row['networks_per_site']:,} | {row['sites_for_region']:,} | "
-                     f"{'–' if mem is None else f'{mem / 1024:.1f} GiB'} |")
+        per_site, sites = row["networks_per_site"], row["sites_for_region"]
+        lines.append(f"| {row['budget_s']:g} s | {'–' if per_site is None else f'{per_site:,}'} | "
+                     f"{'–' if sites is None else f'{sites:,}'} | {'–' if mem is None else f'{mem / 1024:.1f} GiB'} |")
     lines += ["", f"{s['region_networks']:,} networks in one site: about {s['region_in_one_site_s']:,.0f} s "
               "per bind (extrapolated)."]
     for c in s.get("check") or ():
@@ -138,3 +140,29 @@ def markdown(s: dict) -> list[str]:
                   f"{c['exponent_used']:.2f}): {c['predicted_s']:.2f} s; measured {c['measured_s']:.2f} s "
                   f"({c['ratio']:.2f}x the prediction)."]
     return lines
+
+
+def plot(plt, s: dict):
+    """Time to traffic against networks per site: the measured points, the
+    curve read through them (dashed past the largest size) and the budgets."""
+    curve = Curve.of(s["points"])
+    fig, ax = plt.subplots(figsize=(7.6, 4))
+    top = curve.points[-1][0]
+    inside = [curve.points[0][0] * (top / curve.points[0][0]) ** (i / 40) for i in range(41)]
+    beyond = [top * (REGION_NETWORKS / top) ** (i / 20) for i in range(21)]
+    ax.plot(inside, [curve.seconds(n) for n in inside], "-", color="C0", label="rule (between measured sizes)")
+    ax.plot(beyond, [curve.seconds(n) for n in beyond], "--", color="C0", label="rule (extrapolated)")
+    ax.plot([n for n, _ in curve.points], [t for _, t in curve.points], "o", color="C1",
+            label="measured: second consent → first ping p50")
+    for row in s["table"]:
+        ax.axhline(row["budget_s"], color="grey", lw=0.5, alpha=0.6)
+        per_site = row["networks_per_site"]
+        ax.text(1.01, row["budget_s"], f"{row['budget_s']:g} s: " + ("–" if per_site is None else f"{per_site:,}")
+                + " per site", transform=ax.get_yaxis_transform(), fontsize=7, color="dimgrey", va="center")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("networks in one site (as many Bound pairs)")
+    ax.set_ylabel("seconds")
+    ax.set_title("How large a site can be for a time-to-traffic budget")
+    ax.legend(fontsize=8, loc="upper left")
+    return fig

@@ -48,3 +48,9 @@ def test_too_few_sizes_is_said_not_guessed():
     assert sizing.summary(scale_of([(1000, 0.5)])) is None
     with pytest.raises(ValueError, match="points: 1 usable sizes"):
         sizing.Curve.of([(1000, 0.5)])
+
+
+def test_a_curve_that_does_not_grow_gives_no_size():
+    s = sizing.summary(scale_of([(30, 0.08), (60, 0.08)]))   # a tiny smoke run: noise, no growth
+    assert all(row["networks_per_site"] is None and row["sites_for_region"] is None for row in s["table"])
+    assert "| 1 s | – | – | – |" in "\n".join(sizing.markdown(s))
