@@ -131,8 +131,9 @@ def markdown(s: dict) -> list[str]:
     for row in s["table"]:
         mem = row.get("ovn_central_mib_per_site")
         per_site, sites = row["networks_per_site"], row["sites_for_region"]
+        memory = "–" if mem is None else f"{mem / 1024:.1f} GiB"
         lines.append(f"| {row['budget_s']:g} s | {'–' if per_site is None else f'{per_site:,}'} | "
-                     f"{'–' if sites is None else f'{sites:,}'} | {'–' if mem is None else f'{mem / 1024:.1f} GiB'} |")
+                     f"{'–' if sites is None else f'{sites:,}'} | {memory} |")
     lines += ["", f"{s['region_networks']:,} networks in one site: about {s['region_in_one_site_s']:,.0f} s "
               "per bind (extrapolated)."]
     for c in s.get("check") or ():

@@ -10,7 +10,7 @@ find_go() {
     elif [[ -x /usr/local/go/bin/go ]]; then
         go_bin=/usr/local/go/bin/go
     else
-        die "go not found: install Go (https://go.dev/dl) or put it on PATH (or set GO=/path/to/go); it is needed to build $1"
+        die "go not found: install Go (https://go.dev/dl), put it on PATH or set GO=/path/to/go; it builds $1"
     fi
     "$go_bin" version >/dev/null 2>&1 || die "'$go_bin' does not run"
 }
