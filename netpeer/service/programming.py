@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from datetime import datetime
 from typing import Callable
 
@@ -24,6 +25,7 @@ from netpeer.store.base import Store, Transaction
 from netpeer.service.writes import WriteQueue
 
 LOG = logging.getLogger(__name__)
+_ANY = 2 ** 62   # above any configuration sequence number: every waiting peering
 
 
 class Programmer:
@@ -37,6 +39,15 @@ class Programmer:
         self.clock = clock
         self.level = -1   # the last acknowledged sequence seen
         self.metrics = NONE
+        # Whether peerings wait for the chassis (then the acknowledgement is
+        # sampled every ``interval``), and whether a commit asked for a look.
+        self._waiting = True
+        self._due = False
+        writes.on_commit.append(self.poke)
+
+    def poke(self) -> None:
+        """A write committed (it may have marked peerings): check at the next tick."""
+        self._due = True
 
     def check(self) -> int:
         """Stamps what the chassis have acknowledged since; how many peerings."""
@@ -66,15 +77,25 @@ class Programmer:
             if not stamped or len(waiting) < self.BATCH:
                 break
         self.level = level
+        with self.store.read() as tx:
+            self._waiting = bool(tx.programming(_ANY, limit=1))
         if done:
             self.metrics.programmed_peerings(done)
         return done
 
-    def run(self, stop: threading.Event, interval: float = 0.05) -> None:
-        """Checks every ``interval`` seconds until ``stop`` is set."""
+    def run(self, stop: threading.Event, interval: float = 0.05, idle: float = 0.5) -> None:
+        """Until ``stop`` is set: checks every ``interval`` seconds while
+        peerings wait for the chassis or after a commit here; otherwise every
+        ``idle`` seconds (a write committed by another replica is seen then).
+        At rest a tick costs no store or OVN read."""
+        next_look = 0.0
         while not stop.wait(interval):
             if not self.dataplane.connected:
                 continue
+            now = time.monotonic()
+            if not (self._waiting or self._due or now >= next_look):
+                continue
+            self._due, next_look = False, now + idle
             try:
                 self.check()
             except Unavailable:        # OVN or writes not there yet: the next check tries again

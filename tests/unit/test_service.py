@@ -271,3 +271,49 @@ def test_a_sweep_checks_only_changed_networks_and_a_full_pass_finds_the_rest(tmp
         assert sweeps <= 10, "a missed change must be repaired within 10 sweeps (5 minutes at the default 30 s)"
     assert dataplane.peers_of(nb.uid) == {na.uid}
     store.close()
+
+
+class CountingDataplane(MemoryDataplane):
+    """Counts reads of the acknowledgement; the chassis apply nothing until told."""
+
+    def __init__(self):
+        super().__init__()
+        self.apply_at_once = False
+        self.reads = 0
+
+    def programmed(self):
+        self.reads += 1
+        return super().programmed()
+
+
+@pytest.mark.parametrize("committed_by", ["this process", "another replica"])
+def test_the_acknowledgement_is_sampled_only_while_peerings_wait(tmp_path, committed_by):
+    """At rest the Programmer's ticks read nothing (a look every ``idle``);
+    while a peering waits for the chassis it samples every ``interval``, and
+    a commit here wakes it at once. A write it did not see commit (another
+    replica's) is noticed within ``idle``."""
+    store = SqliteStore(tmp_path / "s.db")
+    dataplane = CountingDataplane()
+    service = Service(store, dataplane)
+    stop = threading.Event()
+    runner = threading.Thread(target=service.programmer.run, args=(stop, 0.01, 3.0), daemon=True)
+    runner.start()
+    try:
+        time.sleep(0.3)                      # the first look finds nothing waiting
+        rest = dataplane.reads
+        time.sleep(0.5)
+        assert dataplane.reads - rest <= 1, f"{dataplane.reads - rest} reads at rest in 0.5 s"
+        if committed_by == "another replica":
+            service.writes.on_commit.remove(service.programmer.poke)
+        _, _, p = bind(service)
+        assert p.dataplane == "Programming"
+        with dataplane._lock:
+            dataplane.applied_cfg = dataplane.cfg  # every chassis applied it
+        deadline = time.monotonic() + (0.5 if committed_by == "this process" else 3.5)
+        while service.get_peering(ADMIN, "b", "net-b", "to-a").dataplane != "Programmed":
+            assert time.monotonic() < deadline, "not Programmed in time"
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        runner.join(5)
+        store.close()
