@@ -60,6 +60,9 @@ elif [[ -x "$repo_dir/.venv/bin/python" ]]; then
 else
     py=python3
 fi
+# The stubs are generated from inside a work directory: a relative PYTHON (setup.sh passes .venv/bin/python)
+# must not change meaning there.
+[[ "$py" != */* ]] || py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")"
 
 bin_stamp_value() { printf 'recipe=%s version=%s all_backends=%s\n' "$RECIPE" "$V" "$all_backends"; }
 py_stamp_value() {
