@@ -411,7 +411,10 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         return rows[-1][0], {r[1] for r in rows}
 
     def revisions(self) -> tuple[int, int]:
-        row = self._one("SELECT min(revision), max(revision) FROM events", ())
+        # Two subqueries: SQLite reads min() or max() alone from the key, but
+        # scans the whole table for both in one SELECT (7 ms at 100,000
+        # events, on every health check and sweep).
+        row = self._one("SELECT (SELECT min(revision) FROM events), (SELECT max(revision) FROM events)", ())
         if row[1] is not None:
             return row[0], row[1]
         # No event kept: the next one gets the sequence's next value.

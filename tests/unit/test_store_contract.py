@@ -286,3 +286,31 @@ def test_bad_urls_are_one_line(pg_cluster):
     assert "\n" not in err.value.message and "cannot connect" in err.value.message
     with pytest.raises(errors.Unavailable, match="does not exist"):
         open_store(pg_cluster.url("no_such_database"))
+
+
+def test_reading_the_revisions_costs_the_same_with_many_events_kept(tmp_path):
+    """The health check (every 0.5 s), every sweep and every new Watch read
+    the oldest and newest revision: that must not scan the events kept.
+    Counted in SQLite's virtual machine steps, not in time."""
+    from netpeer.store.sqlite import SqliteStore
+    store = SqliteStore(tmp_path / "s.db")
+    row = (0, "ns", "net", "network", "n", "CREATED", "{}")
+
+    def steps_after(events: int) -> int:
+        with store.write() as tx:
+            tx._q("INSERT INTO events (time, namespace, network, kind, name, type, body) "
+                  "SELECT ?, ?, ?, ?, ?, ?, ? FROM (WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c "
+                  "WHERE i < ?) SELECT i FROM c)", row + (events,))
+        counted = [0]
+        with store.read() as tx:
+            tx._db.set_progress_handler(lambda: counted.__setitem__(0, counted[0] + 1), 10)
+            try:
+                first, last = tx.revisions()
+            finally:
+                tx._db.set_progress_handler(None, 0)
+        assert last - first + 1 >= events
+        return counted[0]
+
+    few, many = steps_after(10), steps_after(50_000)
+    assert many <= few + 2, f"reading the revisions took {many} x 10 steps with 50,010 events, {few} x 10 with 10"
+    store.close()
