@@ -9,6 +9,7 @@ theirs with ``Config.write``).
     admin_token_file = "/etc/netpeer/admin.token"
     owner = "netpeer"
     sweep_interval = "30s"
+    full_sweep_interval = "1h"           # every network compared with OVN at least this often
     ovn_timeout = "10s"
     repair_max_delete_share = 0.25
     log_level = "INFO"
@@ -69,6 +70,9 @@ class Config:
     admin_token_file: Path | None = None
     owner: str = "netpeer"
     sweep_interval: timedelta = timedelta(seconds=30)
+    #: Between comparisons prompted by OVN's change reports, every network
+    #: is compared with OVN at least this often, a slice per sweep.
+    full_sweep_interval: timedelta = timedelta(hours=1)
     ovn_timeout: timedelta = timedelta(seconds=10)
     #: A repair sweep that would delete more than this share of netpeer's
     #: OVN rows stops and reports instead (a lost or rolled-back store).
@@ -106,6 +110,8 @@ class Config:
                   f"ovn_timeout = {q(validate.format_duration(self.ovn_timeout))}",
                   f"repair_max_delete_share = {self.repair_max_delete_share!r}",
                   f"log_level = {q(self.log_level)}", f"log_format = {q(self.log_format)}"]
+        if self.full_sweep_interval != Config.full_sweep_interval:   # so an older netpeerd reads the default
+            lines.append(f"full_sweep_interval = {q(validate.format_duration(self.full_sweep_interval))}")
         if self.metrics_listen:
             lines.append(f"metrics_listen = {q(self.metrics_listen)}")
         if self.leader_lease != timedelta(seconds=3):
@@ -156,7 +162,7 @@ class Config:
             return (base / os.path.expanduser(value)).resolve()
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
-                     "repair_max_delete_share", "tls", "log_level", "log_format", "metrics_listen", "quotas",
+                     "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format", "metrics_listen", "quotas",
                      "leader_lease", "site", "interconnect", "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
@@ -188,6 +194,11 @@ class Config:
             _check_url(store)
         else:
             store = p(store, "store")
+        sweep = validate.ttl("sweep_interval", raw.get("sweep_interval", "30s"))
+        full = validate.ttl("full_sweep_interval", raw.get("full_sweep_interval", "1h"))
+        if full < sweep:
+            raise InvalidArgument.for_field("full_sweep_interval", raw.get("full_sweep_interval", "1h"),
+                                            f"must be at least sweep_interval ({validate.format_duration(sweep)})")
         lease = validate.ttl("leader_lease", raw.get("leader_lease", "3s"))
         if not timedelta(seconds=1) <= lease <= timedelta(minutes=5):
             raise InvalidArgument.for_field("leader_lease", raw.get("leader_lease"), "must be from 1s to 5m")
@@ -195,7 +206,7 @@ class Config:
             listen=listen, store=store, ovn_nb=raw["ovn_nb"], leader_lease=lease,
             admin_token_file=p(raw.get("admin_token_file"), "admin_token_file"),
             owner=validate.name("owner", raw.get("owner", "netpeer")),
-            sweep_interval=validate.ttl("sweep_interval", raw.get("sweep_interval", "30s")),
+            sweep_interval=sweep, full_sweep_interval=full,
             ovn_timeout=validate.ttl("ovn_timeout", raw.get("ovn_timeout", "10s")),
             repair_max_delete_share=float(share),
             tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),

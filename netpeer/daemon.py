@@ -70,6 +70,7 @@ class Daemon:
         self.service.quotas = config.quotas
         self.service.leadership = self.leadership
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
+        self.service.reconciler.full_pass = config.full_sweep_interval.total_seconds()
         self.metrics, self.metrics_server = NONE, None
         if config.metrics_listen:
             from netpeer.observe.metrics import Metrics

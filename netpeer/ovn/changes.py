@@ -5,8 +5,8 @@ The repair sweep used to compare every network with OVN on every pass:
 (docs/performance.md). The IDL already hears about every change to the rows
 it replicates (OVSDB update notifications, ours and anyone else's), so it
 notes here the networks each changed row belongs to, and the sweep checks
-only those; a slow full pass behind it (``Reconciler.FULL_PASS_EVERY``)
-catches anything this misses.
+only those; a slow full pass behind it (a slice of every network per
+sweep, all of them every ``full_sweep_interval``) catches anything this misses.
 
 What maps a changed row to networks: its ``netpeer:network`` tag before and
 after the change (a hand edit that strips or rewrites the tags is still seen

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
+import time
 from datetime import datetime, timedelta
 from typing import Callable
 
@@ -63,22 +65,34 @@ class Reconciler:
         self.metrics = NONE
         #: The sites consent asks about (``netpeer.service.sites.SiteLinks``).
         self.sites = ONE_SITE
-        #: Sweeps since the last full one, and networks to look at again next time.
-        self._since_full = 0
+        #: The slow full pass: every network is compared once per this many
+        #: seconds, a slice per sweep (``_to_check``); and the sweep interval
+        #: (set by ``run``) that sizes the slices.
+        self.full_pass = 3600.0
+        self.interval = 30.0
+        #: Networks to look at again next sweep; the networks left in this
+        #: round of the slow pass (popped from the end); whether the last
+        #: sweep was a full one (then the next round skips its stray check).
         self._recheck: set[str] = set()
+        self._round: list[str] = []
+        self._round_slice = 1
+        self._full_due = False
+        self._just_full = False
+        self._prune_after = 0.0
 
     #: Below this many rows a stray removal is never held back (crash leftovers).
     MIN_GUARDED = 20
     #: Networks compared with the dataplane per read-only drift check.
     #: (Small: each check runs on the OVN connection thread, ahead of writes.)
     REPAIR_CHECK_CHUNK = 10
-    #: Every this many sweeps, compare every network with the dataplane; the
-    #: sweeps between check only the networks the dataplane reports changed
-    #: (``Dataplane.take_changes``), so a sweep at rest costs next to nothing.
-    #: The full pass catches what change reports cannot (e.g. a row edited
-    #: while netpeerd was disconnected is caught anyway: a reconnection asks
-    #: for a full pass); with the 30 s default interval it runs every 5 minutes.
-    FULL_PASS_EVERY = 10
+    #: Between full comparisons, a sweep compares the networks the dataplane
+    #: reports changed (``Dataplane.take_changes``) plus a slice of all
+    #: networks sized so that every network is compared once per
+    #: ``full_pass`` (``full_sweep_interval``): the slow full pass, spread
+    #: out so it never holds up binds the way one long pass would. It
+    #: catches what change reports cannot; anything they cannot place (a
+    #: reconnection to the NB, an untagged row named like ours) and the
+    #: first sweep compare every network at once.
     #: Expired peerings deleted per write transaction.
     EXPIRY_BATCH = 50
     #: Expired peerings deleted per sweep at most: the repair always gets its
@@ -149,7 +163,15 @@ class Reconciler:
     EVENTS_RETENTION = timedelta(days=1)
     EVENTS_KEPT = 100_000
 
+    #: Old events are pruned at most this often (s): a write each time, and a
+    #: commit wakes the watch notifier and the Programmer, which at rest
+    #: should sleep.
+    PRUNE_EVERY = 600.0
+
     def _prune_events(self) -> int:
+        if time.monotonic() < self._prune_after:
+            return 0
+        self._prune_after = time.monotonic() + self.PRUNE_EVERY
         def op(tx: Transaction):
             return tx.prune_events(self.clock() - self.EVENTS_RETENTION, self.EVENTS_KEPT), set()
         return self.writes.run(op)
@@ -171,36 +193,49 @@ class Reconciler:
         LOG.error("%s", self._blocked)
         return True
 
-    def _to_check(self) -> list[str] | None:
-        """The networks this sweep compares: all of them (None) on a full
-        pass, else those whose dataplane changed since the last sweep and
-        those whose repair failed then."""
+    def _to_check(self) -> tuple[list[str] | None, bool]:
+        """(the networks this sweep compares: all of them (None), or those
+        the dataplane reports changed, those whose repair failed last time
+        and the next slice of the slow full pass; whether strays are looked
+        for: on a full comparison, a reported change, a new round)."""
         changed = self.dataplane.take_changes()
-        if changed is None or self._since_full + 1 >= self.FULL_PASS_EVERY:
-            self._since_full, self._recheck = 0, set()
-            return None
-        self._since_full += 1
+        if changed is None or self._full_due:
+            self._full_due, self._recheck, self._round, self._just_full = False, set(), [], True
+            return None, True
         uids, self._recheck = changed | self._recheck, set()
-        return sorted(uids)
+        strays = bool(changed)
+        if not self._round:
+            with self.store.read() as tx:
+                self._round = sorted((n.uid for n in iter_all_networks(tx)), reverse=True)
+            self._round_slice = max(1, math.ceil(len(self._round) * self.interval / self.full_pass))
+            strays, self._just_full = strays or not self._just_full, False
+        for _ in range(min(self._round_slice, len(self._round))):
+            uids.add(self._round.pop())
+        return sorted(uids), strays
 
     def repair(self) -> SweepReport:
         """Removes what belongs to no network, then makes the dataplane match
-        the store for every network (or, between full passes, every network
-        whose dataplane changed), one network per transaction so one bad row
-        does not stop the rest."""
-        uids = self._to_check()
+        the store for every network (or, between full comparisons, the
+        networks ``_to_check`` names), one network per transaction so one
+        bad row does not stop the rest."""
+        try:
+            uids, strays = self._to_check()
+        except Exception as exc:   # a store that went away (PostgreSQL restarting): the next sweep, in full
+            LOG.error("repair sweep: cannot read the store: %s", exc)
+            self._full_due = True
+            return SweepReport(errors=1)
         if uids == []:
-            return SweepReport()   # nothing changed since the last sweep
-        repaired, errors = self._remove_strays()
+            return SweepReport()   # nothing to compare this time
+        repaired, errors = self._remove_strays() if strays else (0, 0)
         if errors:
-            self._since_full = self.FULL_PASS_EVERY   # try it all again next sweep
+            self._full_due = True   # try it all again next sweep
         if uids is None:
             try:
                 with self.store.read() as tx:
                     uids = [n.uid for n in iter_all_networks(tx)]
             except Exception as exc:   # a store that went away (PostgreSQL restarting): the next sweep, in full
                 LOG.error("repair sweep: cannot read the store: %s", exc)
-                self._since_full = self.FULL_PASS_EVERY
+                self._full_due = True
                 return SweepReport(repaired_rows=repaired, errors=errors + 1)
         for k in range(0, len(uids), self.REPAIR_CHECK_CHUNK):
             part = uids[k:k + self.REPAIR_CHECK_CHUNK]
@@ -262,7 +297,7 @@ class Reconciler:
         """Sweeps until ``stop`` is set: once the dataplane is reachable, at
         once, then every ``interval`` seconds. ``before_first`` runs before
         the first sweep; if it returns False, no sweep runs."""
-        first = True
+        first, self.interval = True, interval
         while not stop.is_set():
             if self.dataplane.connected:
                 if first and not before_first():

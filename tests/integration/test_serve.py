@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 
 import grpc
 import pytest
@@ -134,3 +135,15 @@ def test_tls_key_without_cert_names_the_real_keys(state_dir):
                                       'ovn_nb = "unix:/nonexistent"\n')
     with pytest.raises(errors.InvalidArgument, match=r"is not loopback or a unix socket: configure \[tls\] cert"):
         Daemon(Config.load(state_dir / "d.toml"))
+
+
+def test_a_full_sweep_interval_shorter_than_the_sweep_interval_is_refused_in_one_line(state_dir):
+    base = 'listen = "127.0.0.1:1"\nstore = "x.db"\novn_nb = "unix:/nonexistent"\n'
+    (state_dir / "c.toml").write_text(base + 'sweep_interval = "2m"\nfull_sweep_interval = "90s"\n')
+    with pytest.raises(errors.InvalidArgument,
+                       match=r"^full_sweep_interval: '90s' must be at least sweep_interval \(2m\)$"):
+        Config.load(state_dir / "c.toml")
+    (state_dir / "d.toml").write_text(base + 'full_sweep_interval = "6h"\n')
+    config = Config.load(state_dir / "d.toml")
+    assert config.full_sweep_interval == timedelta(hours=6)
+    assert Config.load(state_dir / "d.toml").to_toml() == config.to_toml()

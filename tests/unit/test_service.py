@@ -259,17 +259,45 @@ def test_a_sweep_checks_only_changed_networks_and_a_full_pass_finds_the_rest(tmp
     service.sweep()                                   # the first sweep compares everything
     assert set(dataplane.checked) == {na.uid, nb.uid}
     dataplane.checked.clear()
-    service.sweep()                                   # at rest: compares nothing
-    assert dataplane.checked == []
+    service.sweep()                                   # at rest: only a slice of the slow pass (below)
+    assert len(dataplane.checked) == 1
+    dataplane.checked.clear()
     dataplane.tamper(na.uid, NetworkState(na, ()))    # a change it hears of: repaired by the next sweep
-    assert service.sweep().repaired_rows == 1 and dataplane.checked == [na.uid]
+    assert service.sweep().repaired_rows == 1 and na.uid in dataplane.checked
     assert dataplane.peers_of(na.uid) == {nb.uid}
-    dataplane.hide(nb.uid, NetworkState(nb, ()))      # one it missed: repaired by the next full pass
+    dataplane.hide(nb.uid, NetworkState(nb, ()))      # one it missed: repaired by the slow full pass
     sweeps = 1
     while service.sweep().repaired_rows == 0:
         sweeps += 1
-        assert sweeps <= 10, "a missed change must be repaired within 10 sweeps (5 minutes at the default 30 s)"
+        assert sweeps <= 2, "a missed change must be repaired within one round of the slow pass"
     assert dataplane.peers_of(nb.uid) == {na.uid}
+    store.close()
+
+
+def test_the_slow_full_pass_compares_a_slice_per_sweep_and_everyone_once_a_round(tmp_path):
+    """At rest each sweep compares about networks x interval / full_pass of
+    them, every network once per full_sweep_interval; so a change the
+    reports missed, in any network, is repaired within that interval."""
+    store = SqliteStore(tmp_path / "netpeer.db")
+    dataplane = ReportingDataplane()
+    service = Service(store, dataplane, clock=Clock())
+    networks = [bind(service, f"a{i}", f"b{i}", f"10.{i}.1.0/24", f"10.{i}.2.0/24")[:2] for i in range(10)]
+    uids = {n.uid for pair in networks for n in pair}
+    service.reconciler.interval, service.reconciler.full_pass = 30.0, 120.0   # 4 sweeps a round
+    service.sweep()
+    assert set(dataplane.checked) == uids              # the first sweep compares everything
+    for _ in range(2):                                 # two rounds at rest
+        dataplane.checked.clear()
+        slices = []
+        for _ in range(4):
+            service.sweep()
+            slices.append(len(dataplane.checked) - sum(slices))
+        assert slices == [5, 5, 5, 5], slices          # 20 networks x 30 s / 120 s
+        assert sorted(dataplane.checked) == sorted(uids)
+    victim = networks[7][1]
+    dataplane.hide(victim.uid, NetworkState(victim, ()))
+    repaired = [service.sweep().repaired_rows for _ in range(4)]
+    assert sum(repaired) == 1 and dataplane.peers_of(victim.uid) == {networks[7][0].uid}
     store.close()
 
 
