@@ -98,8 +98,10 @@ class Daemon:
         self._sweeper = threading.Thread(target=self.service.reconciler.run, name="sweeper", daemon=True,
                                          args=(self.stopping, config.sweep_interval.total_seconds()),
                                          kwargs={"before_first": self._settle_in_background})
+        # Alone on its store, every commit it must see is its own (and wakes
+        # it): the look for other processes' commits can be rare.
         self._programmer = threading.Thread(target=self.service.programmer.run, name="programmer", daemon=True,
-                                            args=(self.stopping,))
+                                            args=(self.stopping,), kwargs={"idle": 5.0})
         self._leading: threading.Event | None = None
         self._led: list[threading.Thread] = []
         if self.replicated:   # the sweeps run while this replica holds the lease
