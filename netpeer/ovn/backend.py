@@ -190,6 +190,7 @@ class FindDrift(_OwnedRows):
         self.desired = desired
 
     def run_idl(self, txn):
+        self._ext_memo = {}
         drifted = set()
         for uid, wanted in self.desired.items():
             try:
@@ -217,6 +218,7 @@ class CountStrays(_OwnedRows):
         self.keep = keep
 
     def run_idl(self, txn):
+        self._ext_memo = {}
         strays = sum(1 for _ in self._strays(self.keep)) if self.keep is not None else 0
         total = sum(1 for table in ROOT_TABLES for row in self.api.tables[table].rows.values() if self._ours(row))
         total += sum(1 for table, column in CHILD_COLUMNS for parent in self.api.tables[table].rows.values()

@@ -18,6 +18,8 @@ _get = _idl.read_column
 
 def _norm(value):
     """Column values compare as sets where OVSDB stores sets."""
+    if isinstance(value, (str, int)):
+        return value
     if isinstance(value, (list, tuple)):
         return sorted(str(v) for v in value)
     if isinstance(value, Mapping):
@@ -38,12 +40,26 @@ class _OwnedRows(ovs_command.BaseCommand):
     """What every command knows: which rows are ours and where a network's
     rows are. Changes nothing by itself."""
 
+    #: Read-only commands set this to a dict: each row's external_ids is then
+    #: read once per command (a comparison looks at them up to four times).
+    #: A command that writes must not: its own changes would not be seen.
+    _ext_memo: dict | None = None
+
     def __init__(self, api, owner: str):
         super().__init__(api)
         self.owner = owner
 
+    def _ext(self, row) -> dict:
+        memo = self._ext_memo
+        if memo is None:
+            return _get(row, "external_ids")
+        ext = memo.get(row.uuid)
+        if ext is None:
+            ext = memo[row.uuid] = _get(row, "external_ids")
+        return ext
+
     def _ours(self, row, kinds=MANAGED_KINDS) -> bool:
-        ext = _get(row, "external_ids")
+        ext = self._ext(row)
         return ext.get(names.OWNER) == self.owner and ext.get(names.KIND) in kinds
 
     def _lookup(self, table: str, name: str):
@@ -72,13 +88,13 @@ class _OwnedRows(ovs_command.BaseCommand):
         by the network's own transit router ports."""
         switches = {w.parent.name for w in wanted or () if w.parent is not None and w.parent.table == "Logical_Switch"
                     and w.parent.name.startswith(names.TRANSIT_PREFIX)}
-        switches |= {_get(row, "external_ids").get(names.TRANSIT_SWITCH) for row, _, _ in found.values()}
+        switches |= {self._ext(row).get(names.TRANSIT_SWITCH) for row, _, _ in found.values()}
         for ts in sorted(s for s in switches if s):
             switch = self._lookup("Logical_Switch", ts)
             if switch is None or self._ours(switch):
                 continue
             for child in _get(switch, "ports"):
-                ext = _get(child, "external_ids")
+                ext = self._ext(child)
                 if self._ours(child) and ext.get(names.NETWORK) == uid:
                     found[ext.get(names.ID) or f"malformed/{child.uuid}"] = (child, switch, "ports")
 
@@ -96,13 +112,13 @@ class _OwnedRows(ovs_command.BaseCommand):
                     f"(owner {self.owner!r}); remove or rename it so network {uid} can be programmed")
             # A root found by its name is this network's even if a hand edit
             # dropped its netpeer:id: the sync writes the tags back.
-            ident = _get(root, "external_ids").get(names.ID) or rows.ident_of_root(table, uid, name)
+            ident = self._ext(root).get(names.ID) or rows.ident_of_root(table, uid, name)
             found[ident] = (root, None, None)
             for parent_table, column in CHILD_COLUMNS:
                 if parent_table != table:
                     continue
                 for child in _get(root, column):
-                    ext = _get(child, "external_ids")
+                    ext = self._ext(child)
                     if self._ours(child) and ext.get(names.NETWORK) == uid:
                         # A child without its netpeer:id cannot be matched to a
                         # desired row: it is deleted (and the desired one made)
@@ -118,7 +134,7 @@ class _OwnedRows(ovs_command.BaseCommand):
         the sync recreates: it goes, and its children with it."""
         if not self._ours(row):
             return False
-        ext = _get(row, "external_ids")
+        ext = self._ext(row)
         if ext.get(names.NETWORK) not in keep or not ext.get(names.ID):
             return True
         return root and row.name != rows.root_name(ext)
@@ -141,4 +157,4 @@ class _OwnedRows(ovs_command.BaseCommand):
             return True
         if any(not self._same(_get(row, col), value) for col, value in want.columns.items()):
             return True
-        return _get(row, "external_ids") != dict(want.external_ids)
+        return self._ext(row) != dict(want.external_ids)
