@@ -3,8 +3,8 @@
 ``python -m bench.at_rest_windows 1000 [WINDOWS]`` seeds a deployment of
 that many networks (no chassis), starts netpeerd from this tree with a 3 s
 sweep interval, and after its first sweep prints its CPU (% of a core) in
-WINDOWS consecutive 15 s windows: sweeps that compare nothing, and the
-window that holds the full pass every ``Reconciler.FULL_PASS_EVERY`` sweeps.
+WINDOWS consecutive 15 s windows (each sweep compares what changed and a
+slice of the slow full pass, ``full_sweep_interval``).
 """
 
 from __future__ import annotations
