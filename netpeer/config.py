@@ -162,8 +162,8 @@ class Config:
             return (base / os.path.expanduser(value)).resolve()
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
-                     "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format", "metrics_listen", "quotas",
-                     "leader_lease", "site", "interconnect", "sites"}, "")
+                     "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format",
+                     "metrics_listen", "quotas", "leader_lease", "site", "interconnect", "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
