@@ -85,14 +85,15 @@ class Reconciler:
     #: Networks compared with the dataplane per read-only drift check.
     #: (Small: each check runs on the OVN connection thread, ahead of writes.)
     REPAIR_CHECK_CHUNK = 10
-    #: Between full comparisons, a sweep compares the networks the dataplane
-    #: reports changed (``Dataplane.take_changes``) plus a slice of all
-    #: networks sized so that every network is compared once per
-    #: ``full_pass`` (``full_sweep_interval``): the slow full pass, spread
-    #: out so it never holds up binds the way one long pass would. It
-    #: catches what change reports cannot; anything they cannot place (a
-    #: reconnection to the NB, an untagged row named like ours) and the
-    #: first sweep compare every network at once.
+    # Between full comparisons, a sweep compares the networks the dataplane
+    # reports changed (``Dataplane.take_changes``) plus a slice of all
+    # networks sized so that every network is compared once per
+    # ``full_pass`` (``full_sweep_interval``): the slow full pass, spread
+    # out so it never holds up binds the way one long pass would. It
+    # catches what change reports cannot; anything they cannot place (a
+    # reconnection to the NB, an untagged row named like ours) and the
+    # first sweep compare every network at once.
+
     #: Expired peerings deleted per write transaction.
     EXPIRY_BATCH = 50
     #: Expired peerings deleted per sweep at most: the repair always gets its
