@@ -7,6 +7,8 @@ python-ovs or ovsdbapp means re-checking this file only.
 
 from __future__ import annotations
 
+import ovs.db.data
+import ovs.db.error
 import ovs.db.idl
 from ovsdbapp.backend.ovs_idl import connection
 from ovsdbapp.backend.ovs_idl import transaction as ovs_transaction
@@ -74,19 +76,124 @@ def set_reconnect_backoff(idl, ms: int) -> None:
     idl._session.reconnect.set_backoff(ms, ms)
 
 
+class _Decoder:
+    """Builds python-ovs Datums from the JSON of an update, as
+    ``Datum.from_json`` does, sharing the values that repeat.
+
+    netpeer's rows repeat most of what they hold: the keys of every
+    ``external_ids``, the owner, kind and namespace tags, priorities,
+    actions, port types. python-ovs made a new Atom and a new string for each
+    of them in every row. At 2,000 networks (34,000 NB rows) the replica took
+    4,397 bytes per row and 6.2 s to arrive; sharing them (and the column
+    names, below) takes 2,501 bytes per row and 5.3 s, with the same values
+    (docs/performance.md, section 5, "A replica that shares what repeats").
+
+    What is shared is never changed in place: Atoms never are, and a Datum of
+    at most one value is replaced, not patched, by python-ovs
+    (``Datum.diff`` patches only sets and maps, which are never shared).
+    Anything unusual (references, floats, a malformed value) goes to
+    python-ovs's own parser, which also raises its own errors."""
+
+    # A memo that grows past this starts again: values that churn (the
+    # idents of deleted networks) must not stay forever.
+    CAP = 1 << 18
+
+    def __init__(self):
+        self._atoms: dict[int, dict] = {}     # id(BaseType) -> JSON value -> Atom
+        self._scalars: dict[int, dict] = {}   # id(Type) -> JSON value -> Datum
+        self._defaults: dict[int, object] = {}
+
+    def _memo(self, store: dict, kind) -> dict:
+        memo = store.get(id(kind))
+        if memo is None or len(memo) >= self.CAP:
+            memo = store[id(kind)] = {}
+        return memo
+
+    @staticmethod
+    def _atom(base, json, memo: dict):
+        if type(json) is str or type(json) is int:   # not bool: True == 1 would share
+            atom = memo.get(json)
+            if atom is None:
+                atom = memo[json] = ovs.db.data.Atom.from_json(base, json)
+            return atom
+        return ovs.db.data.Atom.from_json(base, json)
+
+    def datum(self, type_, json):
+        if type(json) is list:
+            if len(json) == 2 and type(json[1]) is list and type_.n_min <= len(json[1]) <= type_.n_max:
+                kind, inner = json
+                key, value = type_.key, type_.value
+                keys = self._memo(self._atoms, key)
+                if kind == "set" and value is None:
+                    values = {self._atom(key, e, keys): None for e in inner}
+                    if len(values) == len(inner):
+                        return ovs.db.data.Datum(type_, values)
+                elif kind == "map" and value is not None and all(type(e) is list and len(e) == 2 for e in inner):
+                    vals = self._memo(self._atoms, value)
+                    values = {self._atom(key, k, keys): self._atom(value, v, vals) for k, v in inner}
+                    if len(values) == len(inner):
+                        return ovs.db.data.Datum(type_, values)
+        elif type_.value is None and type_.n_max == 1 and (type(json) is str or type(json) is int):
+            memo = self._memo(self._scalars, type_)
+            datum = memo.get(json)
+            if datum is None:
+                datum = memo[json] = ovs.db.data.Datum.from_json(type_, json)
+            return datum
+        return ovs.db.data.Datum.from_json(type_, json)
+
+    def default(self, type_):
+        """The column's default value, for comparing only."""
+        datum = self._defaults.get(id(type_))
+        if datum is None:
+            datum = self._defaults[id(type_)] = ovs.db.data.Datum.default(type_)
+        return datum
+
+
 class Idl(connection.OvsdbIdl):
     """ovsdbapp's IDL without its per-row ``time.sleep(0)``: that yield is for
     green threads; with real threads it hands the GIL away once per row of
     every update and waits to get it back, which made each write wait behind
     the gRPC threads several times (the GIL still switches threads every few
-    milliseconds without it)."""
+    milliseconds without it). Rows are read from the server's updates by
+    ``_Decoder``."""
 
     #: Called with (table name, row, old values or None) for every row the
     #: server adds, changes or deletes (``netpeer.ovn.changes``).
     on_change = None
 
+    def __init__(self, *args, **kwargs):
+        self._decoder = _Decoder()
+        super().__init__(*args, **kwargs)
+
     def cooperative_yield(self):
         pass
+
+    def _Idl__row_update(self, table, row, row_json):
+        """python-ovs's ``Idl.__row_update`` (a whole row from the server, new
+        or replacing), with ``_Decoder`` and the schema's column names as
+        keys: python-ovs kept the update's own string for each column of each
+        row (19 MiB at 2,000 networks). Same result, same warnings."""
+        changed = False
+        current = row._data
+        for name, datum_json in row_json.items():
+            column = table.columns.get(name)
+            if column is None:
+                ovs.db.idl.vlog.warn(f"unknown column {name} updating table {table.name}")
+                continue
+            try:
+                datum = self._decoder.datum(column.type, datum_json)
+            except ovs.db.error.Error as e:
+                ovs.db.idl.vlog.warn(f"error parsing column {name} in table {table.name}: {e}")
+                continue
+            old = current.get(column.name)   # not current[...]: that builds a default Datum
+            if old is None:
+                if not datum.values and column.type.n_min == 0:
+                    continue   # the default, which python-ovs does not store either
+                old = self._decoder.default(column.type)
+            if datum != old:
+                current[column.name] = datum
+                changed = changed or column.alert
+        return changed
 
     def notify(self, event, row, updates=None):
         hook = self.on_change
