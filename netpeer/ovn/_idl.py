@@ -113,9 +113,9 @@ class _Decoder:
     ``external_ids``, the owner, kind and namespace tags, priorities,
     actions, port types. python-ovs made a new Atom and a new string for each
     of them in every row. At 2,000 networks (34,000 NB rows) the replica took
-    4,397 bytes per row and 6.2 s to arrive; sharing them (and the column
+    4,397 bytes per row and 6.1 s to arrive; sharing them (and the column
     names, below) takes 2,474 bytes per row and 4.8 s, with the same values
-    (docs/performance.md, section 5, "A replica that shares what repeats").
+    (docs/performance.md, section 4, "The replica, smaller").
 
     What is shared is never changed in place: Atoms never are, and a Datum of
     at most one value is replaced, not patched, by python-ovs
