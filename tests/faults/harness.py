@@ -29,6 +29,7 @@ from netpeer.core import consent
 from netpeer.ovn import rows as dataplane
 from netpeer.core.models import NetworkKey, PeeringKey, Phase
 from netpeer.ovn import names
+from netpeer.service.writes import desired_states
 from netpeer.store.base import Transaction, iter_all_networks
 from netpeer_dev.process import NetpeerdProcess
 
@@ -247,15 +248,21 @@ def diff_ovn(want: collections.Counter, have: collections.Counter) -> list[str]:
     return out
 
 
-def wait_ovn_matches_store(store, backend, timeout: float = 15.0) -> float:
+def wait_ovn_matches_store(store, backend, timeout: float = 15.0, content: bool = False) -> float:
     """Until the netpeer-owned NB rows are exactly the rows the store implies
     (no duplicate, no orphan, none missing), as seen by ``backend``'s own
-    replica. Returns how long it took; raises with the differences."""
+    replica; with ``content``, also until no network's rows differ from what
+    the store implies (a write whose OVN transaction committed while its store
+    commit failed leaves rows the daemons' sweep puts back). Returns how long
+    it took; raises with the differences."""
     start = time.monotonic()
     while True:
         with store.read() as tx:
             want = expected_ids(tx)
+            desired = desired_states(tx, [n.uid for n in iter_all_networks(tx)]) if content else {}
         problems = diff_ovn(want, actual_ids(backend)) if backend.connected else ["checker not connected"]
+        if not problems and desired:
+            problems = [f"network {uid}: OVN rows differ from the store" for uid in sorted(backend.drifted(desired))]
         if not problems:
             return time.monotonic() - start
         if time.monotonic() - start > timeout:
