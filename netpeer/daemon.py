@@ -85,7 +85,7 @@ class Daemon:
             tls_cert=config.tls_cert.read_bytes() if config.tls_cert else None,
             tls_key=config.tls_key.read_bytes() if config.tls_key else None,
             client_ca=config.tls_client_ca.read_bytes() if config.tls_client_ca else None,
-            limits=Limits(read_workers=workers, write_workers=workers), metrics=self.metrics)
+            limits=Limits(read_workers=workers), metrics=self.metrics)
         self.port = self.server.port
         if config.metrics_listen:
             self.metrics.state(lambda: {"peerings": self.service.phase_counts(),
