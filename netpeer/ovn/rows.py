@@ -5,7 +5,11 @@ Logical_Switch joined by a router port carrying each subnet's gateway; per
 Bound peer, a router port with the router's LAN MAC and gateway as /32 or
 /128 whose ``peer`` is the remote router's matching port, one static route
 per remote prefix through it, and anti-spoofing router policies matching on
-address sets of each network's prefixes.
+address sets of each network's prefixes: per peer an allow-in and an allow-out
+policy, and per network one drop-in policy for all its peer ports and one
+drop-out policy for all its peers' prefixes (same-priority drops are a union,
+so one row per network says what one per peer said: 4 rows per peer and side
+instead of 6, and 2 per network).
 
 Pure: the result is plain data that ``netpeer.ovn.backend`` writes. This
 module and ``names`` are the whole of netpeer's knowledge of OVN's tables,
@@ -43,9 +47,9 @@ CHILD_COLUMNS = (("Logical_Router", "ports"), ("Logical_Router", "static_routes"
 
 # Router policy priorities (OVN allows 0-32767). Higher wins; one stage.
 PRIO_ALLOW_IN = 2000   # from the peer, from its prefixes, to ours
-PRIO_DROP_IN = 1990    # anything else arriving on the peer port
+PRIO_DROP_IN = 1990    # anything else arriving on a peer port (one row per network)
 PRIO_ALLOW_OUT = 1980  # to the peer's prefixes, from ours
-PRIO_DROP_OUT = 1970   # to the peer's prefixes from any other source (spoofed)
+PRIO_DROP_OUT = 1970   # to a peer's prefixes from any other source (spoofed; one row per network)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,8 +227,30 @@ def network_rows(owner: str, network: Network, peers: list[Network],
             rows.append(Row("Logical_Router_Static_Route", ident, "route",
                             {"ip_prefix": r.prefix, "nexthop": r.next_hop},
                             tags("route", ident), Parent("Logical_Router", lr, "static_routes")))
-    for peer in sorted(peers, key=lambda n: n.uid):
+    ordered = sorted(peers, key=lambda n: n.uid)
+    for peer in ordered:
         rows.extend(_peer_rows(network, peer, mac, tags, (peering_names or {}).get(peer.uid, "")))
+    rows.extend(_drop_rows(network, ordered, tags))
+    return rows
+
+
+def _drop_rows(network: Network, peers: list[Network], tags) -> list[Row]:
+    """The network's two drop policies, below every peer's allow policies:
+    anything else arriving on a peer port, and anything else towards a
+    peer's prefixes (spoofed sources)."""
+    if not peers:
+        return []
+    uid, lr = network.uid, names.router(network.uid)
+    ports = ", ".join(f'"{names.peer_router_port(uid, p.uid)}"' for p in peers)
+    towards = " || ".join(f"ip{v}.dst == ${names.address_set(p.uid, v)}" for p in peers for v in sorted(_families(p)))
+    rows = []
+    for what, prio, match in (("drop-in", PRIO_DROP_IN, f"inport == {{{ports}}}"),
+                              ("drop-out", PRIO_DROP_OUT, towards)):
+        if not match:
+            continue
+        ident = f"policy/{uid}/{what}"
+        rows.append(Row("Logical_Router_Policy", ident, "policy", {"priority": prio, "match": match, "action": "drop"},
+                        tags("policy", ident), Parent("Logical_Router", lr, "policies")))
     return rows
 
 
@@ -256,12 +282,9 @@ def _peer_rows(network: Network, peer: Network, mac: str, tags, peering: str) ->
             for v in both]
     out_ok = [f"ip{v}.dst == ${names.address_set(puid, v)} && ip{v}.src == ${names.address_set(uid, v)}"
               for v in both]
-    out_any = [f"ip{v}.dst == ${names.address_set(puid, v)}" for v in sorted(_families(peer))]
     policies = [("allow-in", PRIO_ALLOW_IN, f'inport == "{port}" && ({" || ".join(f"({m})" for m in into)})', "allow")
                 if into else None,
-                ("drop-in", PRIO_DROP_IN, f'inport == "{port}"', "drop"),
-                ("allow-out", PRIO_ALLOW_OUT, " || ".join(f"({m})" for m in out_ok), "allow") if out_ok else None,
-                ("drop-out", PRIO_DROP_OUT, " || ".join(out_any), "drop") if out_any else None]
+                ("allow-out", PRIO_ALLOW_OUT, " || ".join(f"({m})" for m in out_ok), "allow") if out_ok else None]
     for item in policies:
         if item is None:
             continue

@@ -40,7 +40,7 @@ def test_deleted_and_changed_rows_come_back(netpeerd):
     good = nb_dump(netpeerd)
     lr = names.router(na["uid"])
     netpeerd.ovn.nbctl("lr-route-del", lr, "10.2.0.0/24")
-    netpeerd.ovn.nbctl("lr-policy-del", lr, "1990", f'inport == "{names.peer_router_port(na["uid"], nb["uid"])}"')
+    netpeerd.ovn.nbctl("lr-policy-del", lr, "1990", f'inport == {{"{names.peer_router_port(na["uid"], nb["uid"])}"}}')
     netpeerd.ovn.nbctl("set", "Logical_Router_Port", names.lan_router_port(nb["uid"]), "mac=\"0a:00:00:00:00:01\"")
     netpeerd.ovn.nbctl("set", "Address_Set", names.address_set(nb["uid"], 4), "addresses=\"192.0.2.0/24\"")
     netpeerd.ovn.nbctl("ls-del", names.switch(na["uid"]))

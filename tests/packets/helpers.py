@@ -119,7 +119,7 @@ class PolicyFlows:
 
     northd turns the policy into a logical flow in stage ``lr_in_policy``
     with the same priority and match; identical logical flows of several
-    routers (two networks' drop policies towards the same peer) are merged
+    routers (the drop-out policies of two networks whose one peer is the same) are merged
     into one with a datapath group, so the flows of *this* router are the
     ones whose cookie is that logical flow (first 32 bits of its uuid) and
     whose metadata is the router's datapath tunnel key."""
@@ -142,7 +142,8 @@ class PolicyFlows:
 
 
 def policy_flows(ovn: OvnDaemons, ident: str) -> PolicyFlows:
-    """The flows of netpeerd's policy ``ident`` (``policy/<uid>/<peer uid>/<what>``) on its router."""
+    """The flows of netpeerd's policy ``ident`` (``policy/<uid>/<peer uid>/<allow-in|allow-out>`` or
+    ``policy/<uid>/<drop-in|drop-out>``) on its router."""
     rows = _json_rows(ovn.nbctl("--format=json", "--columns=priority,match,external_ids", "find",
                                 "Logical_Router_Policy", f'external_ids:"{names.ID}"="{ident}"'))
     assert len(rows) == 1, f"expected one policy {ident}, found {len(rows)}"

@@ -155,9 +155,9 @@ def test_spoofed_sources_dropped_and_counted(world: World) -> None:
     _talks(vm_c, vm_b)
 
     uid_a, uid_b, uid_c = (nets[k]["uid"] for k in ("a", "b", "c"))
-    drop_out_a = policy_flows(world.ovn, f"policy/{uid_a}/{uid_b}/drop-out")
-    drop_in_b = policy_flows(world.ovn, f"policy/{uid_b}/{uid_a}/drop-in")
-    drop_out_c = policy_flows(world.ovn, f"policy/{uid_c}/{uid_b}/drop-out")
+    drop_out_a = policy_flows(world.ovn, f"policy/{uid_a}/drop-out")
+    drop_in_b = policy_flows(world.ovn, f"policy/{uid_b}/drop-in")
+    drop_out_c = policy_flows(world.ovn, f"policy/{uid_c}/drop-out")
 
     # ovn-trace: a spoofed request stops at A's drop-out policy; a legitimate one leaves for B.
     router_a = names.router_mac(uid_a)
@@ -192,8 +192,8 @@ def test_spoofed_sources_dropped_and_counted(world: World) -> None:
 
     # Defence in depth: remove A's outbound checks by hand (as a broken or
     # hostile A side could); B's inbound policy still drops the spoofed packets.
-    for what in ("allow-out", "drop-out"):
-        world.ovn.nbctl("lr-policy-del", names.router(uid_a), policy_uuid(world.ovn, f"policy/{uid_a}/{uid_b}/{what}"))
+    for ident in (f"policy/{uid_a}/{uid_b}/allow-out", f"policy/{uid_a}/drop-out"):
+        world.ovn.nbctl("lr-policy-del", names.router(uid_a), policy_uuid(world.ovn, ident))
     world.sync()
     for source, dst in ((outside[0], vm_b.address(4)), (outside[1], vm_b.address(6)),
                         (from_b[0], vm_b.address(4))):

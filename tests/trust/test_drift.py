@@ -153,7 +153,8 @@ def test_drift_is_repaired_and_foreign_rows_are_left_alone(ovn, daemon):
         ("delete peer port", "lrp-del", peer_ab),
         ("delete peer route", "lr-route-del", lr_a, "10.2.0.0/24"),
         ("delete internal route", "lr-route-del", lr_a, "10.11.0.0/16"),
-        ("delete policy", "lr-policy-del", lr_b, "1990", f'inport == "{peer_ba}"'),
+        ("delete policy", "lr-policy-del", lr_b, "1990",   # b's one drop-in policy, for both its peer ports
+         "inport == {" + ", ".join(f'"{names.peer_router_port(b, p)}"' for p in sorted((a, cc))) + "}"),
         ("change router port mac", "set", "Logical_Router_Port", names.lan_router_port(a), 'mac="0a:00:00:00:00:01"'),
         ("change router port networks", "set", "Logical_Router_Port", peer_cb, 'networks="10.3.0.9/32"'),
         ("change peer of a peer port", "set", "Logical_Router_Port", peer_ba, f"peer={names.lan_router_port(a)}"),
@@ -172,7 +173,7 @@ def test_drift_is_repaired_and_foreign_rows_are_left_alone(ovn, daemon):
     # Column changes on rows found by their netpeer:id (looked up right before
     # the drift: earlier repairs recreate rows under new uuids).
     route = f"@route/{b}/{a}/10.1.0.0/24"
-    policy, policy_out = f"@policy/{cc}/{b}/allow-in", f"@policy/{a}/{b}/drop-out"
+    policy, policy_out = f"@policy/{cc}/{b}/allow-in", f"@policy/{a}/drop-out"
     drifts += [
         ("change route next hop", "set", "Logical_Router_Static_Route", route, "nexthop=10.2.0.77"),
         ("change route output port", "clear", "Logical_Router_Static_Route", route, "output_port"),
