@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import types
 
+import ovs.db.custom_index
 import ovs.db.data
 import ovs.db.error
 import ovs.db.idl
@@ -180,6 +182,104 @@ class _Decoder:
         return datum
 
 
+# A row's pending changes outside any transaction: none, and not writable.
+_NOTHING_PENDING = types.MappingProxyType({})
+# The per-transaction maps of a python-ovs row.
+_TXN_MAPS = ("_changes", "_mutations", "_prereqs")
+
+
+class _TxnMap:
+    """A per-transaction map of a replica row (``_changes``, ``_mutations``,
+    ``_prereqs``), made when a transaction first writes to the row.
+
+    python-ovs gives every row three empty dicts for the transaction it may
+    join one day: 192 bytes a row, 28 MiB of the replica at 10,000 networks
+    (150,000 rows), nearly all of them never used. A row that is not among
+    the current transaction's rows has nothing pending: reading gives a
+    shared empty map that cannot be written to. python-ovs adds a row to the
+    transaction's rows before it writes into ``_changes`` or ``_mutations``;
+    from then on the first read stores a real dict in the row, the one
+    python-ovs writes into (under the GIL ``setdefault`` is atomic: two
+    threads get the same dict). ``Row.verify`` writes ``_prereqs`` without
+    adding the row, so that one is made for any row read in a transaction
+    (only ``verify`` and the commit read it). After the commit
+    ``Transaction`` takes the maps of the rows it wrote away again."""
+
+    def __init__(self, name: str, txn_rows_only: bool = True):
+        self.name = name
+        self.txn_rows_only = txn_rows_only
+
+    def __get__(self, row, owner=None):
+        if row is None:
+            return self
+        txn = row._idl.txn
+        if txn is None or (self.txn_rows_only and txn._txn_rows.get(row.uuid) is not row):
+            return _NOTHING_PENDING
+        return row.__dict__.setdefault(self.name, {})
+
+
+class _Row(ovs.db.idl.Row):
+    """A row of the replica, as python-ovs's with its per-transaction maps
+    made on demand (``_TxnMap``)."""
+
+    _changes = _TxnMap("_changes")
+    _mutations = _TxnMap("_mutations")
+    _prereqs = _TxnMap("_prereqs", txn_rows_only=False)
+
+    def __init__(self, idl, table, uuid, data):   # pylint: disable=super-init-not-called
+        d = self.__dict__   # as python-ovs does: Row.__setattr__ writes columns
+        d["uuid"] = uuid
+        d["_idl"] = idl
+        d["_table"] = table
+        d["_data"] = data
+        d["_persist_uuid"] = False
+
+
+def _forget_txn_maps(rows) -> None:
+    """Give the replica rows a transaction wrote their on-demand maps back
+    (python-ovs leaves three new empty dicts on each at the end)."""
+    for row in rows:
+        if type(row) is _Row:
+            d = row.__dict__
+            for name in _TXN_MAPS:
+                if d.get(name) == {}:
+                    del d[name]
+
+
+class _Rows(ovs.db.custom_index.IndexedRows):
+    """A table's rows by uuid, as python-ovs's ``IndexedRows`` but keeping
+    the row itself rather than a list of one row (python-ovs's list is for
+    the moment a transaction holds a second row of the same uuid): about
+    100 bytes less per row, 14 MiB at 10,000 networks."""
+
+    def __getitem__(self, key):
+        held = self.data[key]
+        return held[-1] if type(held) is list else held
+
+    def __setitem__(self, key, item):
+        held = self.data.get(key)
+        if held is None:
+            self.data[key] = item
+        elif type(held) is list:
+            held.append(item)
+        else:
+            self.data[key] = [held, item]
+        for index in self.indexes.values():
+            index.add(item)
+
+    def __delitem__(self, key):
+        held = self.data[key]
+        if type(held) is list:
+            item = held.pop()
+            if len(held) == 1:
+                self.data[key] = held[0]
+        else:
+            item = held
+            del self.data[key]
+        for index in self.indexes.values():
+            index.remove(item)
+
+
 class Idl(connection.OvsdbIdl):
     """ovsdbapp's IDL without its per-row ``time.sleep(0)``: that yield is for
     green threads; with real threads it hands the GIL away once per row of
@@ -196,6 +296,12 @@ class Idl(connection.OvsdbIdl):
         self._decoder = _Decoder()
         self._rows_read = 0
         super().__init__(*args, **kwargs)
+        for table in self.tables.values():
+            table.rows = _Rows(table)   # empty still: indexes are made after this
+
+    def _Idl__create_row(self, table, uuid):
+        """A new replica row (``_Row``)."""
+        return _Row(self, table, uuid, ovs.db.idl.ColumnDefaultDict(table))
 
     def cooperative_yield(self):
         pass
@@ -254,7 +360,9 @@ class Transaction(ovs_transaction.Transaction):
         commit_block = txn.commit_block
 
         def recorded():
+            written = list(txn._txn_rows.values())
             self.status = commit_block()
+            _forget_txn_maps(written)
             return self.status
 
         txn.commit_block = recorded

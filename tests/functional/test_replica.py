@@ -61,6 +61,14 @@ def replica(idl) -> dict:
             for name, table in idl.tables.items()}
 
 
+def values(idl) -> dict:
+    """Every row's values, defaults included (a column set to its default
+    by an update stays stored; one that arrived empty is not)."""
+    return {name: {str(uuid): {col: row._data[col].to_json() for col in table.columns if (name, col) not in MOVING}
+                   for uuid, row in table.rows.items()}
+            for name, table in idl.tables.items()}
+
+
 def sync(nb, idls) -> None:
     """Bump nb_cfg (a change every IDL sees last) and wait for all of them."""
     cfg = str(int(nb.nbctl("get", "NB_Global", ".", "nb_cfg").strip()) + 1)
@@ -103,4 +111,33 @@ def test_replica_matches_python_ovs(netpeerd):
         assert replica(ours) == second
     finally:
         ours.close()
+        stock.close()
+
+
+def test_rows_written_by_netpeerd_keep_no_transaction_state(netpeerd):
+    """netpeerd's own transactions go through the replica's rows (their
+    per-transaction maps are made on demand and given back after the
+    commit): the replica still equals python-ovs's afterwards, later writes
+    to the same rows still land, and no row keeps a map at rest."""
+    nb = netpeerd.ovn
+    bind(netpeerd)
+    with netpeerd.client() as c:   # rewrites rows netpeerd wrote a moment ago
+        c.delete_peering("team-a", "net-a", "to-b")
+    backend_idl = netpeerd.backend._api.idl
+    stock = open_idl(StockIdl, nb.nb_remote)
+    try:
+        sync(nb, [stock])
+        deadline = time.monotonic() + 10
+        while values(backend_idl) != values(stock) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert values(backend_idl) == values(stock)
+        policies = nb.nbctl("--bare", "--columns=external_ids", "list", "Logical_Router_Policy")
+        assert "to-b" not in policies and "allow-in" not in policies
+        kept = [(name, str(row.uuid), key) for name, table in backend_idl.tables.items()
+                for row in table.rows.values() for key in ("_changes", "_mutations", "_prereqs")
+                if row.__dict__.get(key) == {}]
+        written = sum(len(t.rows) for n, t in backend_idl.tables.items() if n.startswith("Logical_"))
+        assert written >= 8   # both networks still have their router, switch and LAN ports
+        assert not kept, f"{len(kept)} per-transaction maps left on replica rows, e.g. {kept[:3]}"
+    finally:
         stock.close()
