@@ -5,11 +5,13 @@ Logical_Switch joined by a router port carrying each subnet's gateway; per
 Bound peer, a router port with the router's LAN MAC and gateway as /32 or
 /128 whose ``peer`` is the remote router's matching port, one static route
 per remote prefix through it, and anti-spoofing router policies matching on
-address sets of each network's prefixes: per peer an allow-in and an allow-out
-policy, and per network one drop-in policy for all its peer ports and one
-drop-out policy for all its peers' prefixes (same-priority drops are a union,
-so one row per network says what one per peer said: 4 rows per peer and side
-instead of 6, and 2 per network).
+address sets of each network's prefixes, one row per network and kind for all
+its peers: allow-in (from each peer port, only that peer's prefixes to ours),
+drop-in (anything else arriving on a peer port), allow-out (towards each
+peer's prefixes only from ours) and drop-out (anything else towards them).
+Policies of the same priority are a union, so one row per network says what
+one per peer said: 2 rows per peer and side (port and route) plus 4 per
+network, instead of 6 per peer and side.
 
 Pure: the result is plain data that ``netpeer.ovn.backend`` writes. This
 module and ``names`` are the whole of netpeer's knowledge of OVN's tables,
@@ -46,9 +48,9 @@ CHILD_COLUMNS = (("Logical_Router", "ports"), ("Logical_Router", "static_routes"
                  ("Logical_Router", "policies"), ("Logical_Switch", "ports"))
 
 # Router policy priorities (OVN allows 0-32767). Higher wins; one stage.
-PRIO_ALLOW_IN = 2000   # from the peer, from its prefixes, to ours
+PRIO_ALLOW_IN = 2000   # from a peer port, from that peer's prefixes, to ours (one row per network)
 PRIO_DROP_IN = 1990    # anything else arriving on a peer port (one row per network)
-PRIO_ALLOW_OUT = 1980  # to the peer's prefixes, from ours
+PRIO_ALLOW_OUT = 1980  # to a peer's prefixes, from ours (one row per network)
 PRIO_DROP_OUT = 1970   # to a peer's prefixes from any other source (spoofed; one row per network)
 
 
@@ -230,26 +232,40 @@ def network_rows(owner: str, network: Network, peers: list[Network],
     ordered = sorted(peers, key=lambda n: n.uid)
     for peer in ordered:
         rows.extend(_peer_rows(network, peer, mac, tags, (peering_names or {}).get(peer.uid, "")))
-    rows.extend(_drop_rows(network, ordered, tags))
+    rows.extend(_policy_rows(network, ordered, tags))
     return rows
 
 
-def _drop_rows(network: Network, peers: list[Network], tags) -> list[Row]:
-    """The network's two drop policies, below every peer's allow policies:
-    anything else arriving on a peer port, and anything else towards a
-    peer's prefixes (spoofed sources)."""
+def _policy_rows(network: Network, peers: list[Network], tags) -> list[Row]:
+    """The network's four anti-spoofing policies, each one row for all its
+    peers: allow-in and drop-in for what arrives on its peer ports, allow-out
+    and drop-out for what goes towards its peers' prefixes."""
     if not peers:
         return []
     uid, lr = network.uid, names.router(network.uid)
+    own = _families(network)
+    into, out_ok = [], []
+    for peer in peers:
+        both = sorted(own & _families(peer))
+        if not both:
+            continue   # no family in common: the peer's traffic falls to the drops
+        port = names.peer_router_port(uid, peer.uid)
+        ins = " || ".join(f"(ip{v}.src == ${names.address_set(peer.uid, v)} && "
+                          f"ip{v}.dst == ${names.address_set(uid, v)})" for v in both)
+        into.append(f'(inport == "{port}" && ({ins}))')
+        out_ok += [f"(ip{v}.dst == ${names.address_set(peer.uid, v)} && ip{v}.src == ${names.address_set(uid, v)})"
+                   for v in both]
     ports = ", ".join(f'"{names.peer_router_port(uid, p.uid)}"' for p in peers)
     towards = " || ".join(f"ip{v}.dst == ${names.address_set(p.uid, v)}" for p in peers for v in sorted(_families(p)))
     rows = []
-    for what, prio, match in (("drop-in", PRIO_DROP_IN, f"inport == {{{ports}}}"),
-                              ("drop-out", PRIO_DROP_OUT, towards)):
+    for what, prio, match, action in (("allow-in", PRIO_ALLOW_IN, " || ".join(into), "allow"),
+                                      ("drop-in", PRIO_DROP_IN, f"inport == {{{ports}}}", "drop"),
+                                      ("allow-out", PRIO_ALLOW_OUT, " || ".join(out_ok), "allow"),
+                                      ("drop-out", PRIO_DROP_OUT, towards, "drop")):
         if not match:
             continue
         ident = f"policy/{uid}/{what}"
-        rows.append(Row("Logical_Router_Policy", ident, "policy", {"priority": prio, "match": match, "action": "drop"},
+        rows.append(Row("Logical_Router_Policy", ident, "policy", {"priority": prio, "match": match, "action": action},
                         tags("policy", ident), Parent("Logical_Router", lr, "policies")))
     return rows
 
@@ -277,21 +293,4 @@ def _peer_rows(network: Network, peer: Network, mac: str, tags, peering: str) ->
                         {"ip_prefix": prefix, "nexthop": hop, "output_port": [port]},
                         tags("route", ident, **{names.PEER: puid}),
                         Parent("Logical_Router", lr, "static_routes")))
-    both = sorted(_families(network) & _families(peer))
-    into = [f"ip{v}.src == ${names.address_set(puid, v)} && ip{v}.dst == ${names.address_set(uid, v)}"
-            for v in both]
-    out_ok = [f"ip{v}.dst == ${names.address_set(puid, v)} && ip{v}.src == ${names.address_set(uid, v)}"
-              for v in both]
-    policies = [("allow-in", PRIO_ALLOW_IN, f'inport == "{port}" && ({" || ".join(f"({m})" for m in into)})', "allow")
-                if into else None,
-                ("allow-out", PRIO_ALLOW_OUT, " || ".join(f"({m})" for m in out_ok), "allow") if out_ok else None]
-    for item in policies:
-        if item is None:
-            continue
-        what, prio, match, action = item
-        ident = f"policy/{uid}/{puid}/{what}"
-        rows.append(Row("Logical_Router_Policy", ident, "policy",
-                        {"priority": prio, "match": match, "action": action},
-                        tags("policy", ident, **{names.PEER: puid}),
-                        Parent("Logical_Router", lr, "policies")))
     return rows

@@ -142,8 +142,8 @@ class PolicyFlows:
 
 
 def policy_flows(ovn: OvnDaemons, ident: str) -> PolicyFlows:
-    """The flows of netpeerd's policy ``ident`` (``policy/<uid>/<peer uid>/<allow-in|allow-out>`` or
-    ``policy/<uid>/<drop-in|drop-out>``) on its router."""
+    """The flows of netpeerd's policy ``ident``
+    (``policy/<uid>/<allow-in|drop-in|allow-out|drop-out>``) on its router."""
     rows = _json_rows(ovn.nbctl("--format=json", "--columns=priority,match,external_ids", "find",
                                 "Logical_Router_Policy", f'external_ids:"{names.ID}"="{ident}"'))
     assert len(rows) == 1, f"expected one policy {ident}, found {len(rows)}"

@@ -192,7 +192,7 @@ def test_spoofed_sources_dropped_and_counted(world: World) -> None:
 
     # Defence in depth: remove A's outbound checks by hand (as a broken or
     # hostile A side could); B's inbound policy still drops the spoofed packets.
-    for ident in (f"policy/{uid_a}/{uid_b}/allow-out", f"policy/{uid_a}/drop-out"):
+    for ident in (f"policy/{uid_a}/allow-out", f"policy/{uid_a}/drop-out"):
         world.ovn.nbctl("lr-policy-del", names.router(uid_a), policy_uuid(world.ovn, ident))
     world.sync()
     for source, dst in ((outside[0], vm_b.address(4)), (outside[1], vm_b.address(6)),

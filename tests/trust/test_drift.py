@@ -173,7 +173,7 @@ def test_drift_is_repaired_and_foreign_rows_are_left_alone(ovn, daemon):
     # Column changes on rows found by their netpeer:id (looked up right before
     # the drift: earlier repairs recreate rows under new uuids).
     route = f"@route/{b}/{a}/10.1.0.0/24"
-    policy, policy_out = f"@policy/{cc}/{b}/allow-in", f"@policy/{a}/drop-out"
+    policy, policy_out = f"@policy/{cc}/allow-in", f"@policy/{a}/drop-out"
     drifts += [
         ("change route next hop", "set", "Logical_Router_Static_Route", route, "nexthop=10.2.0.77"),
         ("change route output port", "clear", "Logical_Router_Static_Route", route, "output_port"),
