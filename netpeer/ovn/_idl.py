@@ -2,7 +2,8 @@
 
 Each one is here because a public API does not offer it and a measurement or
 a fault test showed it matters; the figure is next to it. Upgrading
-python-ovs or ovsdbapp means re-checking this file only.
+python-ovs or ovsdbapp means re-checking this file only, which is why it is
+one file of more than 400 lines.
 """
 
 from __future__ import annotations
@@ -107,6 +108,40 @@ def release_free_heap() -> None:
         _MALLOC_TRIM(0)
 
 
+class _Memo(dict):
+    """JSON value -> the one shared object for it, for one column (or one key
+    of a map column), until the values prove not to repeat.
+
+    Some columns never repeat a value (names, idents, matches): sharing them
+    saves nothing and the memo would keep a second reference to every one of
+    them (a dict entry per value, about 15 MiB at 10,000 networks). Once a
+    memo holds ``SAMPLE`` values with almost no value read twice, it is
+    dropped and the column's values are no longer shared. The threshold is
+    large so that a column whose values do repeat, but only a few times each
+    and in random order (the prefixes of the routes, one per peer), is kept."""
+
+    __slots__ = ("reads", "shared")
+
+    # A memo that grows past this starts again: values that churn (the
+    # idents of deleted networks) must not stay forever.
+    CAP = 1 << 18
+    SAMPLE = 1 << 14
+
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+        self.shared = True
+
+    def keep(self, key, value) -> None:
+        if len(self) >= self.CAP:
+            self.clear()
+            self.reads = 0
+        self[key] = value
+        if len(self) == self.SAMPLE and self.reads - self.SAMPLE <= self.SAMPLE // 64:
+            self.clear()
+            self.shared = False
+
+
 class _Decoder:
     """Builds python-ovs Datums from the JSON of an update, as
     ``Datum.from_json`` does, sharing the values that repeat.
@@ -117,7 +152,10 @@ class _Decoder:
     of them in every row. At 2,000 networks (34,000 NB rows) the replica took
     4,397 bytes per row and 6.1 s to arrive; sharing them (and the column
     names, below) takes 2,474 bytes per row and 4.8 s, with the same values
-    (docs/performance.md, section 4, "The replica, smaller").
+    (docs/performance.md, section 4, "The replica, smaller"). The values of
+    a map have a memo per key, so that unique ones (``netpeer:ident``) stop
+    being remembered while the tags beside them are still shared
+    (``_Memo``).
 
     What is shared is never changed in place: Atoms never are, and a Datum of
     at most one value is replaced, not patched, by python-ovs
@@ -125,52 +163,72 @@ class _Decoder:
     Anything unusual (references, floats, a malformed value) goes to
     python-ovs's own parser, which also raises its own errors."""
 
-    # A memo that grows past this starts again: values that churn (the
-    # idents of deleted networks) must not stay forever.
-    CAP = 1 << 18
-
     def __init__(self):
-        self._atoms: dict[int, dict] = {}     # id(BaseType) -> JSON value -> Atom
-        self._scalars: dict[int, dict] = {}   # id(Type) -> JSON value -> Datum
+        self._atoms: dict[int, _Memo] = {}      # id(BaseType) -> JSON value -> Atom
+        self._by_key: dict[int, dict] = {}      # id(value BaseType) -> map key -> _Memo of values
+        self._scalars: dict[int, _Memo] = {}    # id(Type) -> JSON value -> Datum
         self._defaults: dict[int, object] = {}
 
-    def _memo(self, store: dict, kind) -> dict:
-        memo = store.get(id(kind))
-        if memo is None or len(memo) >= self.CAP:
-            memo = store[id(kind)] = {}
+    @staticmethod
+    def _memo(store: dict, key) -> _Memo:
+        memo = store.get(key)
+        if memo is None:
+            memo = store[key] = _Memo()
         return memo
 
     @staticmethod
-    def _atom(base, json, memo: dict):
+    def _atom(base, json, memo: _Memo):
         if type(json) is str or type(json) is int:   # not bool: True == 1 would share
+            if not memo.shared:
+                return ovs.db.data.Atom.from_json(base, _own(json))
+            memo.reads += 1
             atom = memo.get(json)
             if atom is None:
                 json = _own(json)   # also as the key: a key is kept as long as the value
-                atom = memo[json] = ovs.db.data.Atom.from_json(base, json)
+                atom = ovs.db.data.Atom.from_json(base, json)
+                memo.keep(json, atom)
             return atom
         return ovs.db.data.Atom.from_json(base, json)
+
+    def _map(self, type_, inner) -> dict:
+        key, value = type_.key, type_.value
+        keys = self._memo(self._atoms, id(key))
+        by_key = self._by_key.get(id(value))
+        if by_key is None or len(by_key) >= _Memo.CAP:
+            by_key = self._by_key[id(value)] = {}
+        values = {}
+        for k, v in inner:
+            key_atom = self._atom(key, k, keys)
+            vals = by_key.get(key_atom.value)
+            if vals is None:
+                vals = by_key[key_atom.value] = _Memo()
+            values[key_atom] = self._atom(value, v, vals)
+        return values
 
     def datum(self, type_, json):
         if type(json) is list:
             if len(json) == 2 and type(json[1]) is list and type_.n_min <= len(json[1]) <= type_.n_max:
                 kind, inner = json
-                key, value = type_.key, type_.value
-                keys = self._memo(self._atoms, key)
-                if kind == "set" and value is None:
-                    values = {self._atom(key, e, keys): None for e in inner}
+                if kind == "set" and type_.value is None:
+                    keys = self._memo(self._atoms, id(type_.key))
+                    values = {self._atom(type_.key, e, keys): None for e in inner}
                     if len(values) == len(inner):
                         return ovs.db.data.Datum(type_, values)
-                elif kind == "map" and value is not None and all(type(e) is list and len(e) == 2 for e in inner):
-                    vals = self._memo(self._atoms, value)
-                    values = {self._atom(key, k, keys): self._atom(value, v, vals) for k, v in inner}
+                elif kind == "map" and type_.value is not None and all(
+                        type(e) is list and len(e) == 2 for e in inner):
+                    values = self._map(type_, inner)
                     if len(values) == len(inner):
                         return ovs.db.data.Datum(type_, values)
         elif type_.value is None and type_.n_max == 1 and (type(json) is str or type(json) is int):
-            memo = self._memo(self._scalars, type_)
+            memo = self._memo(self._scalars, id(type_))
+            if not memo.shared:
+                return ovs.db.data.Datum.from_json(type_, _own(json))
+            memo.reads += 1
             datum = memo.get(json)
             if datum is None:
                 json = _own(json)
-                datum = memo[json] = ovs.db.data.Datum.from_json(type_, json)
+                datum = ovs.db.data.Datum.from_json(type_, json)
+                memo.keep(json, datum)
             return datum
         return ovs.db.data.Datum.from_json(type_, json)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 import ovs.poller
+import pytest
 from ovsdbapp.backend.ovs_idl import connection, idlutils
 
 from netpeer.ovn import _idl
@@ -77,7 +78,10 @@ def sync(nb, idls) -> None:
         catch_up(idl, cfg)
 
 
-def test_replica_matches_python_ovs(netpeerd):
+@pytest.mark.parametrize("sample", [None, 2], ids=["memo-default", "memo-given-up"])
+def test_replica_matches_python_ovs(netpeerd, monkeypatch, sample):
+    if sample is not None:   # every column whose values do not repeat gives its memo up at once
+        monkeypatch.setattr(_idl._Memo, "SAMPLE", sample)
     nb = netpeerd.ovn
     bind(netpeerd)
     # Rows netpeer does not write, with the shapes a decoder can get wrong:
