@@ -19,7 +19,7 @@ import sys
 import threading
 
 from netpeer.config import Config
-from netpeer.errors import InvalidArgument
+from netpeer.errors import InvalidArgument, Unavailable, Unreachable
 from netpeer.observe import logs
 from netpeer.observe.metrics import NONE
 from netpeer.service.epoch import EpochMismatch, Mode
@@ -127,7 +127,10 @@ class Daemon:
         self.site_server = SiteServer(links, config.site_listen, secrets, cert=cert, key=key, ca=ca)
 
     def _settle(self) -> None:
-        """The start-up check (raises EpochMismatch); then writes may go."""
+        """The start-up check (raises EpochMismatch; Unavailable when it
+        needs more of OVN than has arrived). It needs OVN's stamp only, read
+        before the whole replica is (``netpeer.ovn.early``); writes wait for
+        the replica: they are computed against it."""
         from netpeer.service import epoch
         what = epoch.settle(self.store, self.backend, self.config.owner, self.mode,
                             adopt=lambda: epoch.adopt(self.store, self.backend.read_back(), self.service.clock()))
@@ -135,11 +138,17 @@ class Daemon:
         if self.mode == Mode.ACCEPT_ROLLBACK:
             self.service.reconciler.allow_mass_delete_once = True
         self._settled = True
-        self.service.writes.release()
+        if self.backend.connected:
+            self.service.writes.release()
+        else:
+            self.service.writes.hold("netpeerd is starting: it is reading OVN's rows before any write; "
+                                     "retry in a moment")
 
     def _settle_in_background(self) -> bool:
-        """Run by the sweeper once OVN answers (if it did not at start)."""
+        """Run by the sweeper once OVN's replica is whole: the check if it
+        did not run at start, then writes may go."""
         if self._settled:
+            self.service.writes.release()
             return True
         try:
             self._settle()
@@ -153,7 +162,7 @@ class Daemon:
     def _follow_lease(self) -> None:
         """Replicas: settles once OVN answers, then follows the sweeper lease,
         running the sweeps and the Programmer while this replica leads."""
-        while not self.stopping.is_set() and not self._settled:
+        while not self.stopping.is_set():
             if self.backend.connected:
                 if not self._settle_in_background():
                     return
@@ -196,10 +205,15 @@ class Daemon:
         then serves. Otherwise serves at once with writes held; the check
         runs when OVN answers."""
         timeout = self.config.ovn_timeout.total_seconds() if connect_timeout is None else connect_timeout
-        if self.backend.wait_connected(timeout):
-            self._settle()
-        else:
+        try:
+            self._settle()   # OVN's stamp is enough, most of the time: reads need not wait for the replica
+        except Unreachable:
             LOG.warning("OVN NB %s does not answer yet: serving reads; writes wait for it", self.config.ovn_nb)
+        except Unavailable:   # the check needs the whole replica (an empty store, or a mode that writes)
+            if self.backend.wait_connected(timeout):
+                self._settle()
+            else:
+                LOG.warning("OVN NB %s does not answer yet: serving reads; writes wait for it", self.config.ovn_nb)
         # The site link before the API: whoever sees the API up may count on the link's socket.
         if self.site_server is not None:
             self.site_server.start()

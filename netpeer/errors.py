@@ -72,5 +72,9 @@ class Unavailable(NetpeerError):
     was changed; the same call can be retried."""
 
 
+class Unreachable(Unavailable):
+    """The dependency did not answer at all (not merely: not ready yet)."""
+
+
 def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -35,16 +35,16 @@ from ovsdbapp.schema.ovn_northbound import impl_idl
 
 from netpeer.core.dataplane import Desired, Stamp, SyncReport
 from netpeer.errors import FailedPrecondition, Unavailable
-from netpeer.ovn import _idl, names, rows
+from netpeer.ovn import _idl, early, names, rows
 from netpeer.ovn.changes import ChangeTracker
 from netpeer.ovn.ic_rows import SiteContext
 from netpeer.ovn.owned import ForeignRowConflict, MissingRow, _OwnedRows
+from netpeer.ovn.names import NB_SCHEMA
 from netpeer.ovn.ports import InstancePort, InstancePorts
 from netpeer.ovn.rows import CHILD_COLUMNS, ROOT_TABLES, Row
 
 LOG = logging.getLogger(__name__)
 
-NB_SCHEMA = "OVN_Northbound"
 
 # The tables and columns netpeer reads and writes; the IDL replicates only these.
 COLUMNS: dict[str, list[str]] = {
@@ -229,13 +229,7 @@ class CountStrays(_OwnedRows):
 class ReadStamp(_OwnedRows):
     def run_idl(self, txn):
         row = self._lookup("Address_Set", names.state_marker(self.owner))
-        self.result = None
-        if row is not None and _get(row, "external_ids").get(names.STATE_OF) == self.owner:
-            ext = _get(row, "external_ids")
-            try:
-                self.result = Stamp(ext[names.STORE_ID], int(ext[names.GENERATION]))
-            except (KeyError, ValueError):
-                self.result = None
+        self.result = rows.stamp_of(_get(row, "external_ids"), self.owner) if row is not None else None
 
 
 class ReadOwnedIds(_OwnedRows):
@@ -334,6 +328,9 @@ class OvnBackend:
         api = self._api
         if api is None or not _idl.session_connected(api.idl):
             raise Unavailable(f"OVN northbound database {self.remote} is unreachable; nothing was changed, retry")
+        if not api.idl.has_ever_connected():   # the replica is still arriving: what it lacks would look absent
+            raise Unavailable(f"netpeerd is still reading OVN northbound database {self.remote}; nothing was "
+                              "changed, retry")
         return api
 
     def _run(self, make: Callable[[object], ovs_command.BaseCommand], what: str):
@@ -431,6 +428,8 @@ class OvnBackend:
         return self._run(lambda api: CountStrays(api, self.owner, None), "row count")[1]
 
     def read_stamp(self) -> Stamp | None:
+        if not self.connected:   # the replica is still arriving (or OVN is away): the marker alone
+            return early.read_stamp(self.remote, self.owner, self.timeout)
         return self._run(lambda api: ReadStamp(api, self.owner), "stamp read")
 
     def read_back(self) -> list:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 
+NB_SCHEMA = "OVN_Northbound"   # the database netpeer writes
+
 # external_ids keys carried by every row netpeer owns.
 OWNER = "netpeer:owner"        # the deployment that owns the row (config `owner`)
 KIND = "netpeer:kind"          # router, switch, lan-port, peer-port, route, policy, ...

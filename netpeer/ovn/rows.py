@@ -28,7 +28,7 @@ from typing import Mapping
 
 import netaddr
 
-from netpeer.core.dataplane import NetworkState
+from netpeer.core.dataplane import NetworkState, Stamp
 from netpeer.core.models import Network
 from netpeer.core.validate import gateway
 from netpeer.ovn import names
@@ -147,6 +147,16 @@ def state_row(owner: str, store_id: str, generation: int) -> Row:
     name = names.state_marker(owner)
     return Row("Address_Set", f"state/{owner}", STATE_KIND, {"name": name, "addresses": []},
                {names.STATE_OF: owner, names.STORE_ID: store_id, names.GENERATION: str(generation)})
+
+
+def stamp_of(ext: Mapping[str, str], owner: str) -> Stamp | None:
+    """The stamp a state marker's ``external_ids`` carry (None: not ``owner``'s, or unreadable)."""
+    if ext.get(names.STATE_OF) != owner:
+        return None
+    try:
+        return Stamp(ext[names.STORE_ID], int(ext[names.GENERATION]))
+    except (KeyError, ValueError):
+        return None
 
 
 def root_names(uid: str) -> list[tuple[str, str]]:
