@@ -26,6 +26,10 @@ from netpeer.service.epoch import EpochMismatch, Mode
 
 EXIT_REFUSED = 2
 
+# How long start-up waits for the NB replica after the store/OVN check before
+# it answers reads without it (writes wait for it).
+REPLICA_GRACE_S = 2.0
+
 LOG = logging.getLogger("netpeerd")
 
 
@@ -138,7 +142,9 @@ class Daemon:
         if self.mode == Mode.ACCEPT_ROLLBACK:
             self.service.reconciler.allow_mass_delete_once = True
         self._settled = True
-        if self.backend.connected:
+        # A small NB's replica is there a moment later: waiting for it spares
+        # the first writers an UNAVAILABLE; a large one is answered reads meanwhile.
+        if self.backend.wait_connected(REPLICA_GRACE_S):
             self.service.writes.release()
         else:
             self.service.writes.hold("netpeerd is starting: it is reading OVN's rows before any write; "
