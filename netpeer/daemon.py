@@ -133,8 +133,9 @@ class Daemon:
     def _settle(self) -> None:
         """The start-up check (raises EpochMismatch; Unavailable when it
         needs more of OVN than has arrived). It needs OVN's stamp only, read
-        before the whole replica is (``netpeer.ovn.early``); writes wait for
-        the replica: they are computed against it."""
+        before the whole replica is (``netpeer.ovn.early``). Writes are
+        released by the caller once the replica is whole: they are computed
+        against it."""
         from netpeer.service import epoch
         what = epoch.settle(self.store, self.backend, self.config.owner, self.mode,
                             adopt=lambda: epoch.adopt(self.store, self.backend.read_back(), self.service.clock()))
@@ -142,28 +143,27 @@ class Daemon:
         if self.mode == Mode.ACCEPT_ROLLBACK:
             self.service.reconciler.allow_mass_delete_once = True
         self._settled = True
-        # A small NB's replica is there a moment later: waiting for it spares
-        # the first writers an UNAVAILABLE; a large one is answered reads meanwhile.
-        if self.backend.wait_connected(REPLICA_GRACE_S):
-            self.service.writes.release()
-        else:
-            self.service.writes.hold("netpeerd is starting: it is reading OVN's rows before any write; "
-                                     "retry in a moment")
 
     def _settle_in_background(self) -> bool:
-        """Run by the sweeper once OVN's replica is whole: the check if it
-        did not run at start, then writes may go."""
-        if self._settled:
-            self.service.writes.release()
-            return True
-        try:
-            self._settle()
-            return True
-        except EpochMismatch as exc:
-            LOG.error("%s", exc.message)
-            self.exit_code = EXIT_REFUSED
-            self.stopping.set()
-            return False
+        """Run by the sweeper (replicas: the lease follower) once OVN's
+        replica is whole: the check if it has not run yet, then writes may
+        go. Tries again while OVN comes and goes; False if the check refused
+        the store (netpeerd stops) or netpeerd is stopping."""
+        while not self.stopping.is_set():
+            try:
+                if not self._settled:
+                    self._settle()
+                self.service.writes.release()
+                return True
+            except EpochMismatch as exc:
+                LOG.error("%s", exc.message)
+                self.exit_code = EXIT_REFUSED
+                self.stopping.set()
+                return False
+            except Unavailable as exc:   # OVN went away again meanwhile
+                LOG.warning("start-up check: %s; trying again", exc.message)
+                self.stopping.wait(1.0)
+        return False
 
     def _follow_lease(self) -> None:
         """Replicas: settles once OVN answers, then follows the sweeper lease,
@@ -206,20 +206,32 @@ class Daemon:
         self._led = []
 
     def start(self, connect_timeout: float | None = None) -> "Daemon":
-        """Checks the store against OVN if OVN answers within
-        ``connect_timeout`` (default: ovn_timeout), raising EpochMismatch,
-        then serves. Otherwise serves at once with writes held; the check
-        runs when OVN answers."""
+        """Checks the store against OVN if OVN answers (its stamp within
+        ovn_timeout; the whole replica within ``connect_timeout``, default
+        ovn_timeout, when the check needs it; 0: no check now), raising
+        EpochMismatch, then serves. Otherwise serves at once with writes
+        held; the check runs when OVN answers."""
         timeout = self.config.ovn_timeout.total_seconds() if connect_timeout is None else connect_timeout
         try:
-            self._settle()   # OVN's stamp is enough, most of the time: reads need not wait for the replica
+            if timeout > 0:
+                self._settle()   # OVN's stamp is enough, most of the time: reads need not wait for the replica
         except Unreachable:
-            LOG.warning("OVN NB %s does not answer yet: serving reads; writes wait for it", self.config.ovn_nb)
+            pass
         except Unavailable:   # the check needs the whole replica (an empty store, or a mode that writes)
             if self.backend.wait_connected(timeout):
-                self._settle()
-            else:
-                LOG.warning("OVN NB %s does not answer yet: serving reads; writes wait for it", self.config.ovn_nb)
+                try:
+                    self._settle()
+                except Unavailable:   # OVN went away again: the sweeper checks when it is back
+                    pass
+        if not self._settled:
+            LOG.warning("OVN NB %s does not answer yet: serving reads; writes wait for it", self.config.ovn_nb)
+        elif self.backend.wait_connected(REPLICA_GRACE_S):
+            # A small NB's replica is there a moment after the check: waiting for it
+            # spares the first writers an UNAVAILABLE. A large one answers reads meanwhile.
+            self.service.writes.release()
+        else:
+            self.service.writes.hold("netpeerd is starting: it is reading OVN's rows before any write; "
+                                     "retry in a moment")
         # The site link before the API: whoever sees the API up may count on the link's socket.
         if self.site_server is not None:
             self.site_server.start()

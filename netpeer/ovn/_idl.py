@@ -163,6 +163,9 @@ class _Decoder:
     Anything unusual (references, floats, a malformed value) goes to
     python-ovs's own parser, which also raises its own errors."""
 
+    # Map keys with a memo of their own, at most (keys are few: tags, options).
+    KEYS_CAP = 1 << 12
+
     def __init__(self):
         self._atoms: dict[int, _Memo] = {}      # id(BaseType) -> JSON value -> Atom
         self._by_key: dict[int, dict] = {}      # id(value BaseType) -> map key -> _Memo of values
@@ -194,7 +197,7 @@ class _Decoder:
         key, value = type_.key, type_.value
         keys = self._memo(self._atoms, id(key))
         by_key = self._by_key.get(id(value))
-        if by_key is None or len(by_key) >= _Memo.CAP:
+        if by_key is None or len(by_key) >= self.KEYS_CAP:
             by_key = self._by_key[id(value)] = {}
         values = {}
         for k, v in inner:

@@ -428,8 +428,9 @@ class OvnBackend:
         return self._run(lambda api: CountStrays(api, self.owner, None), "row count")[1]
 
     def read_stamp(self) -> Stamp | None:
-        if not self.connected:   # the replica is still arriving (or OVN is away): the marker alone
-            return early.read_stamp(self.remote, self.owner, self.timeout)
+        api = self._api
+        if api is None or not api.idl.has_ever_connected():   # the replica is still arriving: the marker alone
+            return early.read_stamp(self.remote, self.owner, self.timeout, RECONNECT_BACKOFF_MS)
         return self._run(lambda api: ReadStamp(api, self.owner), "stamp read")
 
     def read_back(self) -> list:

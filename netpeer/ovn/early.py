@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 
 import ovs.db.idl
-import ovs.poller
 
 from netpeer.core.dataplane import Stamp
 from netpeer.errors import Unreachable
@@ -28,9 +27,10 @@ _MARKER_SCHEMA = {
         "external_ids": {"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}}}}}}
 
 
-def read_stamp(remote: str, owner: str, timeout: float) -> Stamp | None:
+def read_stamp(remote: str, owner: str, timeout: float, reconnect_ms: int) -> Stamp | None:
     """``owner``'s stamp as the NB leader holds it now (None: none yet),
-    read through a monitor of the state marker alone. Raises
+    read through a monitor of the state marker alone, reconnecting at most
+    ``reconnect_ms`` apart (a cluster's followers refuse it). Raises
     ``Unreachable`` when the NB does not answer within ``timeout``."""
     deadline = time.monotonic() + timeout
     # The two columns as the NB schema has them: no schema to fetch first
@@ -38,16 +38,15 @@ def read_stamp(remote: str, owner: str, timeout: float) -> Stamp | None:
     helper = ovs.db.idl.SchemaHelper(schema_json=_MARKER_SCHEMA)
     helper.register_all()
     idl = ovs.db.idl.Idl(remote, helper, leader_only=True)
+    _idl.set_reconnect_backoff(idl, reconnect_ms)
     try:
         idl.cond_change("Address_Set", [["name", "==", names.state_marker(owner)]])
         while not (idl.has_ever_connected() and _idl.session_connected(idl)):
             if time.monotonic() >= deadline:
                 raise Unreachable(f"OVN northbound database {remote} did not answer within {timeout:.0f} s")
             idl.run()
-            poller = ovs.poller.Poller()
-            idl.wait(poller)
-            poller.timer_wait(100)
-            poller.block()
+            # Not ``idl.wait``: with a condition not yet sent it wakes at once, every time (a busy loop).
+            time.sleep(0.01)
         marker = names.state_marker(owner)
         stamps = (rows.stamp_of(row.external_ids, owner) for row in idl.tables["Address_Set"].rows.values()
                   if row.name == marker)
