@@ -37,6 +37,18 @@ def seed(ovn, directory):
         first.stop()
 
 
+def create_once_writes_go(client: Client, name: str, subnet: str, within: float) -> None:
+    """Creates team-a's network ``name``, retrying while writes are held (at most ``within`` s)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            client.create_network("team-a", name, [subnet])
+            return
+        except errors.Unavailable:
+            assert time.monotonic() < deadline, f"writes were still held {within:.0f} s later"
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def gate(monkeypatch):
     """``gate()`` holds every backend made after it back from its replica
@@ -87,14 +99,8 @@ def test_reads_are_answered_before_the_replica_arrives_and_writes_wait_for_it(ov
             with pytest.raises(errors.Unavailable, match="reading OVN's rows before any write"):
                 c.create_network("team-a", "net-c", ["10.3.0.0/24"])
             replica_may_come.set()
+            create_once_writes_go(c, "net-c", "10.3.0.0/24", 30)
             deadline = time.monotonic() + 30
-            while True:
-                try:
-                    c.create_network("team-a", "net-c", ["10.3.0.0/24"])
-                    break
-                except errors.Unavailable:
-                    assert time.monotonic() < deadline, "writes were still held 30 s after the replica could arrive"
-                    time.sleep(0.1)
             assert sorted(n["name"] for n in c.list_networks("team-a")) == ["net-a", "net-c"]
         while daemon.service.reconciler.status.sweeps == 0:   # the first sweep: OVN matches the store
             assert time.monotonic() < deadline, "netpeerd's first sweep did not complete"
@@ -126,14 +132,7 @@ def test_writes_are_taken_once_an_nb_that_was_down_at_start_comes_up(state_dir):
             with pytest.raises(errors.Unavailable):
                 c.create_network("team-a", "net-a", ["10.1.0.0/24"])
             ovn.start()
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    c.create_network("team-a", "net-a", ["10.1.0.0/24"])
-                    break
-                except errors.Unavailable:
-                    assert time.monotonic() < deadline, "writes were still held 60 s after the NB came up"
-                    time.sleep(0.2)
+            create_once_writes_go(c, "net-a", "10.1.0.0/24", 60)
         assert daemon.backend.read_stamp() is not None
     finally:
         daemon.stop(grace=1)
