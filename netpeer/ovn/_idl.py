@@ -142,6 +142,25 @@ class _Memo(dict):
             self.shared = False
 
 
+class _Scalar(ovs.db.data.Datum):
+    """A Datum of one value (a name, a match, a priority), as the decoder
+    makes it: python-ovs keeps the one Atom in a dict of its own, 224 bytes,
+    more than the Datum, the Atom and most strings together; this keeps the
+    Atom and makes the dict when ``values`` is read. Never changed in place:
+    python-ovs replaces a datum of one value rather than patching it
+    (``Datum.diff``), and a change in a transaction is a new Datum."""
+
+    __slots__ = ("_atom",)
+
+    def __init__(self, type_, atom):   # pylint: disable=super-init-not-called
+        self.type = type_
+        self._atom = atom
+
+    @property
+    def values(self):
+        return {self._atom: None}
+
+
 class _Decoder:
     """Builds python-ovs Datums from the JSON of an update, as
     ``Datum.from_json`` does, sharing the values that repeat.
@@ -225,12 +244,12 @@ class _Decoder:
         elif type_.value is None and type_.n_max == 1 and (type(json) is str or type(json) is int):
             memo = self._memo(self._scalars, id(type_))
             if not memo.shared:
-                return ovs.db.data.Datum.from_json(type_, _own(json))
+                return _Scalar(type_, ovs.db.data.Atom.from_json(type_.key, _own(json)))
             memo.reads += 1
             datum = memo.get(json)
             if datum is None:
                 json = _own(json)
-                datum = ovs.db.data.Datum.from_json(type_, json)
+                datum = _Scalar(type_, ovs.db.data.Atom.from_json(type_.key, json))
                 memo.keep(json, datum)
             return datum
         return ovs.db.data.Datum.from_json(type_, json)
