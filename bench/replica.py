@@ -7,24 +7,69 @@ nothing else computes), then connects netpeer's OVN backend in this process
 and this process's CPU until the replica is whole, and the rows it holds.
 This is the part of netpeerd's start-up (and of every reconnection) that
 python-ovs spends building rows; ``bench.at_rest`` measures the whole
-start-up. The machine's load average is recorded before and after. Writes
-JSON to stdout.
+start-up. Each run also records what the replica holds once built: the
+process's resident size over its size before the connection, the Python
+objects it added, and Python's allocator arenas (in use, live bytes, free
+bytes it cannot give back). The machine's load average is recorded before
+and after. Writes JSON to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
+import re
 import sys
+import tempfile
 import time
 
-from bench.deploy import OWNER, Deployment, Topology, load_average
+from bench.deploy import OWNER, Deployment, Topology, load_average, rss_kib
 from bench.scale import log
+from netpeer.ovn import _idl
 from netpeer.ovn.backend import OvnBackend
+
+# Lines of ``sys._debugmallocstats()`` kept, by the key they are reported under.
+_ARENA_LINES = {
+    "arenas_mib": r"^(\d+) arenas \* \d+ bytes/arena",
+    "live_bytes": r"^# bytes in allocated blocks\s*=\s*([\d,]+)",
+    "free_blocks_bytes": r"^# bytes in available blocks\s*=\s*([\d,]+)",
+    "empty_pools": r"^(\d+) unused pools \*",
+}
+
+
+def arena_stats() -> dict[str, int]:
+    """Python's small-object allocator, as ``sys._debugmallocstats()``
+    prints it (on file descriptor 2, so it is caught there)."""
+    with tempfile.TemporaryFile("w+") as f:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(f.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        text = f.read()
+    out = {}
+    for key, pattern in _ARENA_LINES.items():
+        m = re.search(pattern, text, re.M)
+        out[key] = int(m.group(1).replace(",", "")) if m else None
+    return out
+
+
+def _settled_rss_kib() -> int:
+    gc.collect()
+    _idl.release_free_heap()
+    return rss_kib(os.getpid())["VmRSS"]
 
 
 def replicate(d: Deployment) -> dict:
-    """One connection of the backend, timed until its replica is whole."""
+    """One connection of the backend, timed until its replica is whole,
+    with what the replica holds while the backend is still open."""
+    rss0, blocks0 = _settled_rss_kib(), sys.getallocatedblocks()
     t0, c0 = time.monotonic(), time.process_time()
     backend = OvnBackend(d.ovn.nb_remote, owner=OWNER, timeout=600)
     try:
@@ -32,6 +77,9 @@ def replicate(d: Deployment) -> dict:
             raise RuntimeError(f"the replica of {d.dir} did not arrive in 900 s")
         out = {"wall_s": time.monotonic() - t0, "cpu_s": time.process_time() - c0}
         out["rows"] = sum(len(table.rows) for table in backend._api.idl.tables.values())
+        out["rss_added_mib"] = (_settled_rss_kib() - rss0) / 1024
+        out["objects_added"] = sys.getallocatedblocks() - blocks0
+        out["arenas"] = arena_stats()
     finally:
         backend.close()
     return out
