@@ -20,6 +20,8 @@ from tests.sites.helpers import Pinger, World, longest_gap
 pytestmark = [pytest.mark.chassis, pytest.mark.slow]
 HA = True
 KILLS = int(os.environ.get("NETPEER_SITES_KILLS", "10"))
+# Longest wait for traffic after a takeover or a fail-back before the test fails.
+RESUME_S = 20.0
 
 
 def _states(multi: MultiSiteStack, site: str) -> dict[str, str]:
@@ -64,7 +66,10 @@ def test_failover_and_failback(multi: MultiSiteStack, world: World, measurements
         t_kill = time.time()
         os.kill(pid, signal.SIGKILL)
         takeovers.append(_wait_state(multi, site, f"{site}-gw2", "active"))
-        time.sleep(2.0)
+        # Traffic must resume; how soon is a figure (the outage), not a limit
+        # on how fast the machine is: wait for it, the pinger still running.
+        wait_reach(va, vb.address(4), timeout=RESUME_S)
+        time.sleep(1.5)
         replies = pinger.stop()
         assert replies and replies[-1][0] > t_kill + 1.0, f"kill {i} ({site}): no traffic after the failover"
         gap, lost = longest_gap(replies, after=t_kill)
@@ -76,7 +81,8 @@ def test_failover_and_failback(multi: MultiSiteStack, world: World, measurements
         t_start = time.time()
         gw1.start(timeout=60)
         _wait_state(multi, site, f"{site}-gw1", "active", timeout=30)
-        time.sleep(2.0)
+        wait_reach(va, vb.address(4), timeout=RESUME_S)
+        time.sleep(1.5)
         replies = pinger.stop()
         assert replies and replies[-1][0] > t_start + 1.0, f"restart {i} ({site}): no traffic after the fail-back"
         failbacks.append(longest_gap(replies, after=t_start)[0])
