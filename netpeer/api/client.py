@@ -8,7 +8,7 @@ import os
 import secrets
 import time
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, Sequence
 
 import grpc
 from google.protobuf import field_mask_pb2
@@ -324,6 +324,26 @@ class Client:
         return peering_json(self._call(self._net.CreatePeering, pb.CreatePeeringRequest(
             parent=convert.network_name(namespace, network), peering_id=name, peering=p,
             validate_only=validate_only)))
+
+    def create_peerings(self, halves: Sequence[Mapping[str, Any]], validate_only: bool = False) -> list[dict[str, Any]]:
+        """Many consents in one call, all or none (at most 1000). Each item
+        has the arguments of ``create_peering`` by name (``namespace``,
+        ``network``, ``name``, ``remote_network``, and optionally
+        ``remote_namespace``, ``remote_uid``, ``ttl``, ``description``,
+        ``remote_site``); the peerings come back in the same order."""
+        requests = []
+        for h in halves:
+            p = pb.Peering(remote=pb.RemoteRef(namespace=h.get("remote_namespace") or "",
+                                               network=h["remote_network"], uid=h.get("remote_uid") or "",
+                                               site=h.get("remote_site") or ""),
+                           description=h.get("description") or "")
+            if h.get("ttl") is not None:
+                p.ttl.FromTimedelta(h["ttl"])
+            requests.append(pb.CreatePeeringRequest(parent=convert.network_name(h["namespace"], h["network"]),
+                                                    peering_id=h["name"], peering=p))
+        r = self._call(self._net.BatchCreatePeerings, pb.BatchCreatePeeringsRequest(
+            requests=requests, validate_only=validate_only))
+        return [peering_json(p) for p in r.peerings]
 
     def get_peering(self, namespace: str, network: str, name: str) -> dict[str, Any]:
         return peering_json(self._call(self._net.GetPeering, pb.GetPeeringRequest(

@@ -9,7 +9,7 @@ from google.protobuf import empty_pb2
 from netpeer import errors
 from netpeer.api import convert
 from netpeer.core.models import Caller
-from netpeer.service import Service
+from netpeer.service import Service, batch
 from netpeer.v1 import netpeer_pb2 as pb
 
 READ, WRITE = "read", "write"
@@ -30,6 +30,15 @@ def _mask(update_mask, allowed: tuple[str, ...], default: tuple[str, ...] | None
         if p not in allowed:
             raise errors.InvalidArgument.for_field("update_mask", p, f"is not updatable; use one of {', '.join(allowed)}")
     return paths or set(default or allowed)
+
+
+def _peering_request(request) -> batch.PeeringRequest:
+    """A ``CreatePeeringRequest`` as the service takes it."""
+    ns, network = convert.parse_network_name("parent", request.parent)
+    p = request.peering
+    ttl = convert.ttl_from_pb(p.ttl) if p.HasField("ttl") else None
+    return batch.PeeringRequest(ns, network, request.peering_id, p.remote.network, p.remote.namespace or None,
+                                p.remote.uid or None, ttl, p.description, p.remote.site)
 
 
 class NetworkHandlers:
@@ -85,13 +94,24 @@ class NetworkHandlers:
 
     @handler(WRITE)
     def CreatePeering(self, request, caller: Caller):
-        ns, network = convert.parse_network_name("parent", request.parent)
-        p = request.peering
-        ttl = convert.ttl_from_pb(p.ttl) if p.HasField("ttl") else None
+        r = _peering_request(request)
         peering = self.service.create_peering(
-            caller, ns, network, request.peering_id, p.remote.namespace or None, p.remote.network,
-            p.remote.uid or None, ttl, p.description, validate_only=request.validate_only, remote_site=p.remote.site)
+            caller, r.namespace, r.network, r.name, r.remote_namespace, r.remote_network, r.remote_uid, r.ttl,
+            r.description, validate_only=request.validate_only, remote_site=r.remote_site)
         return convert.peering_to_pb(peering)
+
+    @handler(WRITE)
+    def BatchCreatePeerings(self, request, caller: Caller):
+        batch.check_size(len(request.requests))
+        halves = []
+        for i, child in enumerate(request.requests):
+            with batch.numbered(i):
+                if child.validate_only:
+                    raise errors.InvalidArgument.for_field("validate_only", "true", "is set on one request of a "
+                                                           "batch: set the batch's validate_only instead")
+                halves.append(_peering_request(child))
+        peerings = self.service.create_peerings(caller, halves, validate_only=request.validate_only)
+        return pb.BatchCreatePeeringsResponse(peerings=[convert.peering_to_pb(p) for p in peerings])
 
     @handler(READ)
     def GetPeering(self, request, caller: Caller):

@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--remote-uid", help="pin the remote network's identity")
     c.add_argument("--ttl", help="how long it may stay Pending or Failed (default 7d)")
     c.add_argument("--description", default="")
+    b = peer.add_parser("batch-create", parents=[g],
+                        help="consent to many peerings at once, all or none (FILE: 'NETWORK PEERING REMOTE' lines)")
+    b.add_argument("file", metavar="FILE", help="lines of NETWORK PEERING [SITE:][REMOTE_NS/]REMOTE_NETWORK "
+                   "('#' starts a comment; '-' reads standard input); at most 1000")
+    b.add_argument("--ttl", help="how long each may stay Pending or Failed (default 7d)")
+    b.add_argument("--description", default="")
     ls = peer.add_parser("list", parents=[g], help="list the peerings of a network")
     ls.add_argument("network")
     pw = peer.add_parser("watch", parents=[g], help="print every change of the peerings (of NETWORK, or all)")
@@ -228,6 +234,24 @@ def _split_remote(value: str, default_ns: str) -> tuple[str, str, str]:
     return site, (ns or default_ns), net
 
 
+def _batch_lines(path: str, ns: str) -> list[tuple[str, str, tuple[str, str, str]]]:
+    """``batch-create``'s FILE: (network, peering, remote) per line."""
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise errors.InvalidArgument.for_field("FILE", path, f"cannot be read: {exc.strerror}") from None
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) != 3:
+            raise errors.InvalidArgument.for_field(f"{path}:{number}", line.strip(),
+                                                   "must be NETWORK PEERING [SITE:][REMOTE_NS/]REMOTE_NETWORK")
+        out.append((words[0], words[1], _split_remote(words[2], ns)))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     ctx = Context(args)
     cmd, action = args.command, getattr(args, "action", None)
@@ -304,6 +328,12 @@ def run(args: argparse.Namespace) -> int:
             r = c.create_peering(ns, args.network, args.peering, rnet, rns, args.remote_uid, ttl, args.description,
                                  remote_site=rsite)
             output.emit(r, ctx.output, output.peering_detail)
+        elif action == "batch-create":
+            ttl = validate.ttl("--ttl", args.ttl) if args.ttl else None
+            halves = [dict(namespace=ns, network=net, name=name, remote_network=rnet, remote_namespace=rns,
+                           remote_site=rsite, ttl=ttl, description=args.description)
+                      for net, name, (rsite, rns, rnet) in _batch_lines(args.file, ns)]
+            output.emit(c.create_peerings(halves), ctx.output, output.peerings_table)
         elif action == "list":
             output.emit(c.list_peerings(ns, args.network), ctx.output, output.peerings_table)
         elif action == "watch":

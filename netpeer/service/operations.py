@@ -3,7 +3,9 @@ consent, and program the dataplane, as one write (``WriteQueue``).
 
 ``Service`` is the facade the API calls: the operations on networks and
 peerings live here; credentials in ``tokens``, the write queue (group
-commit) in ``writes``, expiry and repair in ``reconciler``.
+commit) in ``writes``, expiry and repair in ``reconciler``. It is one
+facade over all the operations a caller can make, which is why it is longer
+than 400 lines; what several operations share lives in the modules it uses.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import dataclasses
 import logging
 import uuid
 from datetime import datetime
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from netpeer.core import consent, validate
 from netpeer.core.dataplane import Dataplane
@@ -21,7 +23,7 @@ from netpeer.core.models import (Caller, Event, Network, NetworkKey, Peering, Pe
 from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
 from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, OutOfRange,
                             PermissionDenied, ResourceExhausted)
-from netpeer.service import effects
+from netpeer.service import batch, effects
 from netpeer import __version__
 from netpeer.service.leader import Leadership, Solo
 from netpeer.service.programming import Programmer
@@ -327,17 +329,49 @@ class Service:
                        remote_site: str = "") -> Peering:
         """One side's consent. ``remote_site`` names another site's network
         (``SITE:NS/NETWORK`` on the command line); "" is this site."""
+        request = batch.PeeringRequest(namespace, network, name, remote_network, remote_namespace, remote_uid, ttl,
+                                       description, remote_site)
+        return self._write(self._consent(caller, request), validate_only)
+
+    def create_peerings(self, caller: Caller, requests: Sequence[batch.PeeringRequest],
+                        validate_only: bool = False) -> list[Peering]:
+        """Many consents in one write, all or none (``netpeer.service.batch``);
+        the peerings in the order of ``requests``."""
+        batch.check_size(len(requests))
+        ops = []
+        for i, request in enumerate(requests):
+            with batch.numbered(i):
+                ops.append(self._consent(caller, request))
+        if not ops:
+            return []
+
+        def op(tx: Transaction):
+            made, touched = [], set()
+            for i, one in enumerate(ops):
+                with batch.numbered(i):
+                    peering, t = one(tx)
+                made.append(peering.key)
+                touched |= t
+            # Read again: a later request may have bound an earlier one's half.
+            return [tx.get_peering(key) for key in made], touched
+
+        return self._write(op, validate_only)
+
+    def _consent(self, caller: Caller, r: batch.PeeringRequest):
+        """Checks one consent and returns the write that makes it."""
+        namespace, network, name = r.namespace, r.network, r.name
         self._authorize(caller, namespace)
         validate.name("network", network)
         validate.name("peering", name, peering=True)
-        remote_namespace = remote_namespace or namespace
+        remote_namespace = r.remote_namespace or namespace
+        remote_network, remote_uid = r.remote_network, r.remote_uid
         validate.name("remote.namespace", remote_namespace)
         validate.name("remote.network", remote_network)
-        remote_site = self.sites.check_remote_site("remote.site", remote_site or "")
+        remote_site = self.sites.check_remote_site("remote.site", r.remote_site or "")
         if remote_uid:
             validate.uid("remote.uid", remote_uid)
-        ttl_ = DEFAULT_TTL if ttl in (None, "") else validate.ttl("ttl", ttl)
-        description = validate.description("description", description)
+        ttl_ = DEFAULT_TTL if r.ttl in (None, "") else validate.ttl("ttl", r.ttl)
+        description = validate.description("description", r.description)
         if not remote_site and (remote_namespace, remote_network) == (namespace, network):
             raise InvalidArgument.for_field("remote.network", f"{remote_namespace}/{remote_network}",
                                             "is the peering's own network; a network cannot peer with itself")
@@ -379,7 +413,7 @@ class Service:
             touched |= self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), now)
             return tx.get_peering(key), touched
 
-        return self._write(op, validate_only)
+        return op
 
     def get_peering(self, caller: Caller, namespace: str, network: str, name: str) -> Peering:
         self._authorize(caller, namespace)

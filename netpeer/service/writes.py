@@ -176,7 +176,10 @@ class WriteQueue:
 
     @staticmethod
     def _as_marked(result, marked: dict):
-        """A write's answer with its peering as the dataplane marking left it."""
+        """A write's answer with its peering (or each of a list's) as the
+        dataplane marking left it."""
+        if isinstance(result, list):
+            return [WriteQueue._as_marked(r, marked) for r in result]
         key = getattr(result, "key", None)
         if key is None or key not in marked:
             return result

@@ -253,6 +253,20 @@ class CreatePeeringRequest(_message.Message):
     validate_only: bool
     def __init__(self, parent: _Optional[str] = ..., peering_id: _Optional[str] = ..., peering: _Optional[_Union[Peering, _Mapping]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
+class BatchCreatePeeringsRequest(_message.Message):
+    __slots__ = ("requests", "validate_only")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[CreatePeeringRequest]
+    validate_only: bool
+    def __init__(self, requests: _Optional[_Iterable[_Union[CreatePeeringRequest, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class BatchCreatePeeringsResponse(_message.Message):
+    __slots__ = ("peerings",)
+    PEERINGS_FIELD_NUMBER: _ClassVar[int]
+    peerings: _containers.RepeatedCompositeFieldContainer[Peering]
+    def __init__(self, peerings: _Optional[_Iterable[_Union[Peering, _Mapping]]] = ...) -> None: ...
+
 class GetPeeringRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -66,6 +66,11 @@ class NetworkServiceStub:
                 request_serializer=netpeer_dot_v1_dot_netpeer__pb2.CreatePeeringRequest.SerializeToString,
                 response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.Peering.FromString,
                 _registered_method=True)
+        self.BatchCreatePeerings = channel.unary_unary(
+                '/netpeer.v1.NetworkService/BatchCreatePeerings',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.BatchCreatePeeringsRequest.SerializeToString,
+                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.BatchCreatePeeringsResponse.FromString,
+                _registered_method=True)
         self.GetPeering = channel.unary_unary(
                 '/netpeer.v1.NetworkService/GetPeering',
                 request_serializer=netpeer_dot_v1_dot_netpeer__pb2.GetPeeringRequest.SerializeToString,
@@ -135,6 +140,19 @@ class NetworkServiceServicer:
         """Declares one side's consent. The answer is the same (phase Pending,
         reason AwaitingRemote) whether the remote network does not exist, is
         invisible to the caller, or has not consented yet.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchCreatePeerings(self, request, context):
+        """Declares many consents at once (at most 1000), atomically: every one is
+        made, or none is and the error names the request at fault
+        ("requests[3]: ..."). One store transaction and one OVN transaction for
+        all of them, so that hundreds of peerings apply in about the time of a
+        few single calls. Each request is what CreatePeering takes (its
+        validate_only left false: set the batch's); the answer has the peerings
+        in the same order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -214,6 +232,11 @@ def add_NetworkServiceServicer_to_server(servicer, server):
                     servicer.CreatePeering,
                     request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.CreatePeeringRequest.FromString,
                     response_serializer=netpeer_dot_v1_dot_netpeer__pb2.Peering.SerializeToString,
+            ),
+            'BatchCreatePeerings': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchCreatePeerings,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.BatchCreatePeeringsRequest.FromString,
+                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.BatchCreatePeeringsResponse.SerializeToString,
             ),
             'GetPeering': grpc.unary_unary_rpc_method_handler(
                     servicer.GetPeering,
@@ -404,6 +427,33 @@ class NetworkService:
             '/netpeer.v1.NetworkService/CreatePeering',
             netpeer_dot_v1_dot_netpeer__pb2.CreatePeeringRequest.SerializeToString,
             netpeer_dot_v1_dot_netpeer__pb2.Peering.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchCreatePeerings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netpeer.v1.NetworkService/BatchCreatePeerings',
+            netpeer_dot_v1_dot_netpeer__pb2.BatchCreatePeeringsRequest.SerializeToString,
+            netpeer_dot_v1_dot_netpeer__pb2.BatchCreatePeeringsResponse.FromString,
             options,
             channel_credentials,
             insecure,

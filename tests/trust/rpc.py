@@ -12,7 +12,7 @@ from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 
 NETWORK_RPCS = ("CreateNetwork", "GetNetwork", "ListNetworks", "UpdateNetwork", "DeleteNetwork",
-                "CreatePeering", "GetPeering", "ListPeerings", "UpdatePeering", "DeletePeering")
+                "CreatePeering", "BatchCreatePeerings", "GetPeering", "ListPeerings", "UpdatePeering", "DeletePeering")
 TOKEN_RPCS = ("CreateToken", "GetCaller", "ListTokens", "RevokeToken")
 STATUS_RPCS = ("GetStatus",)
 ADMIN_RPCS = ("CreateToken", "ListTokens", "RevokeToken", "GetStatus")

@@ -167,6 +167,11 @@ good_ttl = st.one_of(st.none(), st.builds(lambda s: duration_pb2.Duration(second
 name_or_empty = st.one_of(st.just(""), network_name(), peering_name())
 
 
+def _flagged(request, validate_only: bool):
+    request.validate_only = validate_only
+    return request
+
+
 def requests(method: str):
     """A strategy of requests for one RPC: every field plausible or hostile."""
     if method == "CreateNetwork":
@@ -202,6 +207,12 @@ def requests(method: str):
                          mix(st.just(""), uid), mix(good_ttl, st.one_of(st.none(), duration)),
                          mix(st.just(""), description), mix(st.just(""), name_or_empty),
                          mix(st.just(0), st.integers(-5, 10)), st.sampled_from([0] * 8 + [1, 2]))
+    if method == "BatchCreatePeerings":
+        # Hostile creates, often with a plausible one or two around them, and the odd hostile flag.
+        return st.builds(lambda reqs, dry, flag: pb.BatchCreatePeeringsRequest(
+            requests=[_flagged(r, flag) for r in reqs], validate_only=dry),
+            st.lists(st.one_of(requests("CreatePeering"), plausible("CreatePeering")), max_size=6),
+            st.booleans(), st.sampled_from([False] * 9 + [True]))
     if method == "GetPeering":
         return st.builds(lambda n: pb.GetPeeringRequest(name=n), peering_name())
     if method == "ListPeerings":
@@ -269,6 +280,9 @@ def plausible(method: str):
                 req.peering.ttl.CopyFrom(ttl)
             return req
         return st.builds(build, _ns, _net, _peer, st.one_of(st.just(""), _ns), _net, _ttl)
+    if method == "BatchCreatePeerings":
+        return st.builds(lambda reqs: pb.BatchCreatePeeringsRequest(requests=reqs),
+                         st.lists(plausible("CreatePeering"), min_size=1, max_size=4))
     if method == "DeletePeering":
         return st.builds(lambda ns, n, p: pb.DeletePeeringRequest(name=f"namespaces/{ns}/networks/{n}/peerings/{p}"),
                          _ns, _net, _peer)

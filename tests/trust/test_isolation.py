@@ -88,6 +88,8 @@ def foreign_calls(ns: str, phases) -> list[tuple[str, str, object]]:
             calls.append((f"create peering {net} -> {other}", "CreatePeering", pb.CreatePeeringRequest(
                 parent=net_name(ns, net), peering_id=f"to-{other}",
                 peering=pb.Peering(remote=pb.RemoteRef(namespace=other, network="net1")))))
+            calls.append((f"batch-create peering {net} -> {other}", "BatchCreatePeerings",
+                          pb.BatchCreatePeeringsRequest(requests=[calls[-1][2]])))
         for p in peerings + ["missing"]:
             calls += [
                 (f"get peering {net}/{p}", "GetPeering", pb.GetPeeringRequest(name=peer_name(ns, net, p))),
