@@ -1,6 +1,7 @@
 """Bulk apply: 1,000 peerings (Bound pairs) among 500 networks through the
-API, against one ``ovn-nbctl`` process writing the same OVN rows (ports,
-routes, policies; address sets exist with the networks), in the same run.
+API, one call per consent (32 clients) and in batches (``BatchCreatePeerings``),
+against one ``ovn-nbctl`` process writing the same OVN rows (ports, routes,
+policies; address sets exist with the networks), in the same run.
 
 Both start from the same 500 networks (same uids, same rows). ovn-northd is
 paused while either side writes, so the figure compares the write paths, not
@@ -15,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from netpeer.ovn import rows as dataplane
+from netpeer.service.batch import MAX_REQUESTS
 
 from bench import nbctl
 from bench.deploy import OWNER, Deployment, Topology, peering_name
@@ -71,16 +73,39 @@ def _api(d: Deployment, topo: Topology, pairs, concurrency: int) -> dict:
     return {"first_consents_s": t1 - t0, "second_consents_s": t2 - t1, "total_s": t2 - t0}
 
 
+def _api_batch(d: Deployment, topo: Topology, pairs) -> dict:
+    """The same consents in batches (``BatchCreatePeerings``): every first
+    half, then every second half, ``MAX_REQUESTS`` per call at most."""
+    def halves(order):
+        return [dict(namespace=topo.ns(i), network=topo.name(i), name=peering_name(j), remote_network=topo.name(j),
+                     remote_namespace=topo.ns(j)) for i, j in order]
+
+    client = d.client()
+    times = []
+    for order in (pairs, [(j, i) for i, j in pairs]):
+        todo = halves(order)
+        t0 = time.perf_counter()
+        for k in range(0, len(todo), MAX_REQUESTS):
+            client.create_peerings(todo[k:k + MAX_REQUESTS])
+        times.append(time.perf_counter() - t0)
+    client.close()
+    return {"first_consents_s": times[0], "second_consents_s": times[1], "total_s": sum(times),
+            "calls_per_side": -(-len(pairs) // MAX_REQUESTS)}
+
+
 def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
     topo = Topology(networks, group=0)
     plist = pair_list(networks, pairs)
     out: dict = {"networks": networks, "pairs": pairs, "api_concurrency": concurrency}
-    with Deployment(chassis=False) as api, Deployment(chassis=False) as raw:
-        for d in (api, raw):
+    with Deployment(chassis=False) as api, Deployment(chassis=False) as raw, Deployment(chassis=False) as bat:
+        for d in (api, raw, bat):
             d.start_ovn()
         api.seed(topo)
         api.wait_sb()
         api.start_netpeerd()
+        bat.seed(topo)
+        bat.wait_sb()
+        bat.start_netpeerd()
         # The raw side gets the very same networks (uids), hence the same rows.
         raw.networks = api.networks
         nbctl.run(raw.ovn, nbctl.create_networks(
@@ -101,18 +126,22 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
         out["nbctl_args_bytes"] = sum(len(a) + 1 for b in batches for a in b)
         out["nbctl_invocations"] = len(batches)
 
-        for d in (api, raw):
+        for d in (api, raw, bat):
             d.northd("pause")
         out["api"] = _api(api, topo, plist, concurrency)
         out["raw_s"] = sum(nbctl.run(raw.ovn, b) for b in batches)
+        out["api_batch"] = _api_batch(bat, topo, plist)
         out["ratio"] = out["api"]["total_s"] / out["raw_s"]
         out["ratio_second_consents"] = out["api"]["second_consents_s"] / out["raw_s"]
-        for d in (api, raw):
+        out["ratio_batch"] = out["api_batch"]["total_s"] / out["raw_s"]
+        for d in (api, raw, bat):
             d.northd("resume")
         out["api_until_sb_s"] = api.wait_sb(1200)
         out["raw_until_sb_s"] = raw.wait_sb(1200)
-        out["rows_api"], out["rows_raw"] = nb_counts(api), nb_counts(raw)
-        if out["rows_api"] != out["rows_raw"]:
-            raise RuntimeError(f"the two sides wrote different rows: {out['rows_api']} vs {out['rows_raw']}")
+        out["batch_until_sb_s"] = bat.wait_sb(1200)
+        out["rows_api"], out["rows_raw"], out["rows_batch"] = nb_counts(api), nb_counts(raw), nb_counts(bat)
+        for side in ("api", "batch"):
+            if out[f"rows_{side}"] != out["rows_raw"]:
+                raise RuntimeError(f"{side} and raw wrote different rows: {out[f'rows_{side}']} vs {out['rows_raw']}")
         out["netpeerd_rss_kib"] = api.netpeerd_rss()
     return out
