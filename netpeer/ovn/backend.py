@@ -125,10 +125,10 @@ class SyncNetworks(_OwnedRows):
                 changed = False
                 for col, value in want.columns.items():
                     if not self._same(_get(row, col), value):
-                        setattr(row, col, self._value(value))
+                        _idl.write_column(row, col, self._value(value))
                         changed = True
                 if _get(row, "external_ids") != dict(want.external_ids):
-                    row.external_ids = dict(want.external_ids)
+                    _idl.write_column(row, "external_ids", dict(want.external_ids))
                     changed = True
                 updated += changed
                 if want.parent is not None and parent is None:
@@ -136,8 +136,8 @@ class SyncNetworks(_OwnedRows):
                 continue
             row = txn.insert(self.api.tables[want.table])
             for col, value in want.columns.items():
-                setattr(row, col, self._value(value))
-            row.external_ids = dict(want.external_ids)
+                _idl.write_column(row, col, self._value(value))
+            _idl.write_column(row, "external_ids", dict(want.external_ids))
             created += 1
             if want.parent is None:
                 created_roots[(want.table, want.columns["name"])] = row

@@ -51,3 +51,24 @@ def test_values_that_repeat_a_few_times_each_keep_their_memo():
     first = [decoder.datum(name, f"10.{i % 6}.0.0/16") for i in range(40)]   # six prefixes, each often
     assert decoder._scalars[id(name)].shared
     assert first[0] is first[6]
+
+
+def test_writes_make_the_datums_python_ovs_makes_and_leave_the_rest_to_it():
+    writer = _idl._Writer()
+    ids, name = ovs.db.types.Type.from_json(EXTERNAL_IDS), ovs.db.types.Type.from_json(NAME)
+    prio = ovs.db.types.Type.from_json({"key": {"type": "integer", "minInteger": 0, "maxInteger": 32767}})
+    nets = ovs.db.types.Type.from_json({"key": "string", "min": 1, "max": "unlimited"})
+    action = ovs.db.types.Type.from_json({"key": {"type": "string", "enum": ["set", ["allow", "drop"]]}})
+    for type_, value in [(ids, {"netpeer:owner": "team-a", "netpeer:ident": "policy/1"}), (ids, {}),
+                         (name, "router-1"), (prio, 100), (nets, ["10.0.0.1/24", "fd00::1/64"]),
+                         (action, "drop")]:
+        for _ in range(2):   # made, then shared
+            assert writer.datum(type_, value) == ovs.db.data.Datum.from_python(type_, value, lambda v: v)
+    owners = {id(k) for d in (writer.datum(ids, {"netpeer:owner": "x"}) for _ in range(3)) for k in d.values}
+    assert len(owners) == 1, "a repeated value is one Atom"
+    # Out of range, not in the enum, the wrong count, booleans, references: python-ovs decides (and reports).
+    ref = ovs.db.types.Type.from_json({"key": {"type": "uuid", "refTable": "Logical_Router_Port"}})
+    flag = ovs.db.types.Type.from_json({"key": "boolean", "min": 0, "max": 1})
+    for type_, value in [(prio, 40000), (action, "reject"), (nets, []), (name, ["a", "b"]), (flag, True),
+                         (ref, "x"), (ids, {"k": 1.5})]:
+        assert writer.datum(type_, value) is None, (type_.to_json(), value)
