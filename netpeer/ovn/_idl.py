@@ -463,6 +463,7 @@ class Idl(connection.OvsdbIdl):
     def __init__(self, *args, **kwargs):
         self._decoder = _Decoder()
         self._rows_read = 0
+        self._column_info: dict[str, dict] = {}     # table -> column -> (column, name, type)
         super().__init__(*args, **kwargs)
         for table in self.tables.values():
             table.rows = _Rows(table)   # empty still: indexes are made after this
@@ -485,27 +486,35 @@ class Idl(connection.OvsdbIdl):
         """python-ovs's ``Idl.__row_update`` (a whole row from the server, new
         or replacing), with ``_Decoder`` and the schema's column names as
         keys: python-ovs kept the update's own string for each column of each
-        row (19 MiB at 2,000 networks). Same result, same warnings."""
+        row (19 MiB at 2,000 networks). A column's name and type are read
+        once per table: python-ovs's column forwards each attribute read
+        (``IdlColumn.__getattr__``), four per column and row. Same result,
+        same warnings."""
         changed = False
         current = row._data
         self._rows_read += 1
+        columns = self._column_info.get(table.name)
+        if columns is None:
+            columns = self._column_info[table.name] = {n: (c, c.name, c.type) for n, c in table.columns.items()}
+        decode = self._decoder.datum
         for name, datum_json in row_json.items():
-            column = table.columns.get(name)
-            if column is None:
+            found = columns.get(name)
+            if found is None:
                 ovs.db.idl.vlog.warn(f"unknown column {name} updating table {table.name}")
                 continue
+            column, column_name, type_ = found
             try:
-                datum = self._decoder.datum(column.type, datum_json)
+                datum = decode(type_, datum_json)
             except ovs.db.error.Error as e:
                 ovs.db.idl.vlog.warn(f"error parsing column {name} in table {table.name}: {e}")
                 continue
-            old = current.get(column.name)   # not current[...]: that builds a default Datum
+            old = current.get(column_name)   # not current[...]: that builds a default Datum
             if old is None:
-                if not datum.values and column.type.n_min == 0:
+                if not datum.values and type_.n_min == 0:
                     continue   # the default, which python-ovs does not store either
-                old = self._decoder.default(column.type)
+                old = self._decoder.default(type_)
             if datum != old:
-                current[column.name] = datum
+                current[column_name] = datum
                 changed = changed or column.alert
         return changed
 
