@@ -92,13 +92,31 @@ def test_orphans_are_removed(netpeerd):
     assert "10.99.0.0/24" not in netpeerd.ovn.nbctl("lr-route-list", names.router(na["uid"]))
 
 
+def owned_count(d, table: str) -> int:
+    """How many rows of ``table`` netpeerd's replica holds as netpeer's."""
+    return len(d.owned_rows().get(table, []))
+
+
+def wait_replica(d, table: str, count: int, timeout: float = 10.0) -> None:
+    """Waits until netpeerd's replica has seen hand edits of ``table``: a
+    repair started before it would compare against the rows as they were."""
+    deadline = time.monotonic() + timeout
+    while owned_count(d, table) != count:
+        assert time.monotonic() < deadline, f"netpeerd's replica never showed {count} rows of {table}"
+        time.sleep(0.02)
+
+
 def test_one_bad_network_does_not_stop_the_sweep(netpeerd):
     na, nb = bind(netpeerd)
+    routers, routes = owned_count(netpeerd, "Logical_Router"), owned_count(netpeerd, "Logical_Router_Static_Route")
     # A foreign row squats on the name of A's router: A cannot be repaired
     # without touching it, B still is.
     netpeerd.ovn.nbctl("lr-del", names.router(na["uid"]))
     netpeerd.ovn.nbctl("lr-add", names.router(na["uid"]))
     netpeerd.ovn.nbctl("lr-route-del", names.router(nb["uid"]), "10.1.0.0/24")
+    # A's routes went with its router; B lost one more.
+    wait_replica(netpeerd, "Logical_Router", routers - 1)
+    wait_replica(netpeerd, "Logical_Router_Static_Route", routes - 2)
     report = netpeerd.service.repair()
     assert report.errors >= 1
     assert "10.1.0.0/24" in netpeerd.ovn.nbctl("lr-route-list", names.router(nb["uid"]))
