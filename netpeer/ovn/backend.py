@@ -84,6 +84,7 @@ class SyncNetworks(_OwnedRows):
     def run_idl(self, txn):
         report = SyncReport()
         created_roots: dict[tuple[str, str], object] = {}
+        self._writer = _idl.Writer()
         for uid, wanted in self.desired.items():
             report += self._sync_one(txn, uid, wanted or [], created_roots)
         if self.stamp is not None:
@@ -125,10 +126,10 @@ class SyncNetworks(_OwnedRows):
                 changed = False
                 for col, value in want.columns.items():
                     if not self._same(_get(row, col), value):
-                        _idl.write_column(row, col, self._value(value))
+                        _idl.write_column(row, col, self._value(value), self._writer)
                         changed = True
                 if _get(row, "external_ids") != dict(want.external_ids):
-                    _idl.write_column(row, "external_ids", dict(want.external_ids))
+                    _idl.write_column(row, "external_ids", dict(want.external_ids), self._writer)
                     changed = True
                 updated += changed
                 if want.parent is not None and parent is None:
@@ -136,8 +137,8 @@ class SyncNetworks(_OwnedRows):
                 continue
             row = txn.insert(self.api.tables[want.table])
             for col, value in want.columns.items():
-                _idl.write_column(row, col, self._value(value))
-            _idl.write_column(row, "external_ids", dict(want.external_ids))
+                _idl.write_column(row, col, self._value(value), self._writer)
+            _idl.write_column(row, "external_ids", dict(want.external_ids), self._writer)
             created += 1
             if want.parent is None:
                 created_roots[(want.table, want.columns["name"])] = row

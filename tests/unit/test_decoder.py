@@ -54,7 +54,7 @@ def test_values_that_repeat_a_few_times_each_keep_their_memo():
 
 
 def test_writes_make_the_datums_python_ovs_makes_and_leave_the_rest_to_it():
-    writer = _idl._Writer()
+    writer = _idl.Writer()
     ids, name = ovs.db.types.Type.from_json(EXTERNAL_IDS), ovs.db.types.Type.from_json(NAME)
     prio = ovs.db.types.Type.from_json({"key": {"type": "integer", "minInteger": 0, "maxInteger": 32767}})
     nets = ovs.db.types.Type.from_json({"key": "string", "min": 1, "max": "unlimited"})
