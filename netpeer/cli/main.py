@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from netpeer import errors
@@ -235,20 +236,29 @@ def _split_remote(value: str, default_ns: str) -> tuple[str, str, str]:
 
 
 def _batch_lines(path: str, ns: str) -> list[tuple[str, str, tuple[str, str, str]]]:
-    """``batch-create``'s FILE: (network, peering, remote) per line."""
+    """``batch-create``'s FILE: (network, peering, remote) per line; an error
+    names the line (``FILE:3: ...``)."""
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise errors.InvalidArgument.for_field("FILE", path, f"cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise errors.InvalidArgument.for_field("FILE", path, "is not UTF-8 text") from None
     out = []
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split("#", 1)[0].split()
         if not words:
             continue
+        where = f"{path}:{number}"
         if len(words) != 3:
-            raise errors.InvalidArgument.for_field(f"{path}:{number}", line.strip(),
+            raise errors.InvalidArgument.for_field(where, line.strip(),
                                                    "must be NETWORK PEERING [SITE:][REMOTE_NS/]REMOTE_NETWORK")
-        out.append((words[0], words[1], _split_remote(words[2], ns)))
+        try:
+            out.append((words[0], words[1], _split_remote(words[2], ns)))
+        except errors.NetpeerError as exc:
+            raise type(exc)(f"{where}: {exc.message}", field=f"{where}.{exc.field}", value=exc.value) from None
+    if not out:
+        raise errors.InvalidArgument.for_field("FILE", path, "has no line NETWORK PEERING REMOTE: nothing to create")
     return out
 
 

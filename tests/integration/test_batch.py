@@ -98,6 +98,12 @@ def test_the_cli_batch_creates_from_a_file(netpeerd, tmp_path):
     bad = netpeer("peering", "batch-create", "-", stdin="n0 to-x\n")
     assert bad.returncode != 0 and bad.stderr.strip() == (
         "error: -:1: 'n0 to-x' must be NETWORK PEERING [SITE:][REMOTE_NS/]REMOTE_NETWORK"), bad.stderr
+    bad = netpeer("peering", "batch-create", "-", stdin="# ok\nn0 to-x d2/n0\nn1 to-y a/b/c\n")
+    assert bad.returncode != 0 and bad.stderr.strip() == (
+        "error: -:3: remote: 'a/b/c' must be [SITE:][REMOTE_NS/]REMOTE_NETWORK"), bad.stderr
+    empty = netpeer("peering", "batch-create", "-", stdin="# nothing yet\n")
+    assert empty.returncode != 0 and "has no line NETWORK PEERING REMOTE" in empty.stderr, empty.stderr
+    assert admin.list_peerings("d1", "n0")[0]["name"] == "to-d2-n0" and len(admin.list_peerings("d1", "n0")) == 1
     again = netpeer("peering", "batch-create", str(plan))
     assert again.returncode != 0 and again.stderr.strip().splitlines() == [again.stderr.strip()]
     assert "requests[0]: peering d1/n0/to-d2-n0 already exists" in again.stderr
