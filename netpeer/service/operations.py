@@ -125,10 +125,12 @@ class Service:
                                    field=field, value=namespace)
         return namespace
 
-    def _write(self, fn: Callable[[Transaction], tuple[object, set[str]]], validate_only: bool = False):
-        """Runs one write (see ``WriteQueue``); with ``validate_only``, answers
-        what it would answer and keeps nothing."""
-        return self.writes.dry_run(fn) if validate_only else self.writes.run(fn)
+    def _write(self, fn: Callable[[Transaction], tuple[object, set[str]]], validate_only: bool = False,
+               weight: int = 1):
+        """Runs one write (see ``WriteQueue``; ``weight``: how many writes it
+        stands for); with ``validate_only``, answers what it would answer and
+        keeps nothing."""
+        return self.writes.dry_run(fn) if validate_only else self.writes.run(fn, weight)
 
     def _resolve(self, tx: Transaction, keys: Iterable[PeeringKey], now: datetime) -> set[str]:
         return effects.resolve(tx, keys, now, self.sites)
@@ -355,7 +357,7 @@ class Service:
             # Read again: a later request may have bound an earlier one's half.
             return [tx.get_peering(key) for key in made], touched
 
-        return self._write(op, validate_only)
+        return self._write(op, validate_only, weight=len(ops))
 
     def _consent(self, caller: Caller, r: batch.PeeringRequest):
         """Checks one consent and returns the write that makes it."""

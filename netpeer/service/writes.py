@@ -58,12 +58,14 @@ class _RollBack(Exception):
 
 
 class _Pending:
-    """One caller's write waiting in the queue."""
+    """One caller's write waiting in the queue; ``weight`` is how many
+    writes it stands for (a batch of consents: one per consent)."""
 
-    __slots__ = ("fn", "done", "result", "error")
+    __slots__ = ("fn", "weight", "done", "result", "error")
 
-    def __init__(self, fn: WriteFn):
+    def __init__(self, fn: WriteFn, weight: int = 1):
         self.fn = fn
+        self.weight = weight
         self.done = False
         self.result = None
         self.error: BaseException | None = None
@@ -119,20 +121,17 @@ class WriteQueue:
             tx.set_generation(generation)
         return Stamp(self.store.store_id, generation)
 
-    def run(self, fn: WriteFn):
+    def run(self, fn: WriteFn, weight: int = 1):
         """Runs ``fn`` as one write; its result, or the error it (or the
-        dataplane) raised."""
+        dataplane) raised. ``weight``: how many writes ``fn`` stands for."""
         if self._held is not None:
             raise Unavailable(self._held)
-        op = _Pending(fn)
+        op = _Pending(fn, weight)
         with self._pending_lock:
             self._pending.append(op)
         with self.lock:
             while not op.done:
-                with self._pending_lock:
-                    batch = self._pending[:self.max_group]
-                    del self._pending[:len(batch)]
-                self._run_group(batch)
+                self._run_group(self._next_group())
         if op.error is not None:
             raise op.error
         for notify in list(self.on_commit):
@@ -141,6 +140,22 @@ class WriteQueue:
             except Exception:   # a listener gone away must not turn a committed write into an error
                 pass
         return op.result
+
+    def _next_group(self) -> list[_Pending]:
+        """The queued writes the next group is made of: in order, up to
+        ``max_group`` writes by weight, and at least one. A batch of many
+        consents is not grouped with others: 64 batches of 1,000 in one NB
+        transaction would outlast the NB timeout, and fail all together."""
+        with self._pending_lock:
+            take = total = 0
+            for op in self._pending:
+                if take and total + op.weight > self.max_group:
+                    break
+                take += 1
+                total += op.weight
+            group = self._pending[:take]
+            del self._pending[:take]
+        return group
 
     def dry_run(self, fn: WriteFn):
         """Runs ``fn`` like a write and answers what it answered, but keeps

@@ -4,6 +4,9 @@ at fault. The same through gRPC on real OVN: tests/integration/test_batch.py."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from netpeer import errors
@@ -94,3 +97,41 @@ def test_size_limit_empty_batch_and_validate_only(world):
     assert dataplane.transactions == before
     assert all(p.phase == "Pending" for p in service.list_peerings(ADMIN, "a", "a0"))
     assert service.list_peerings(ADMIN, "b", "b0") == []
+
+
+def test_batches_are_not_grouped_with_each_other_and_small_writes_still_are(tmp_path):
+    """Concurrent writes share one dataplane transaction up to 64 writes by
+    weight: a batch of 40 consents is not grouped with another, so a flood
+    of batches never makes one NB transaction past the timeout."""
+    class Slow(MemoryDataplane):
+        def sync(self, desired, stamp=None, track=False):
+            time.sleep(0.3)
+            return super().sync(desired, stamp, track)
+
+    store = SqliteStore(str(tmp_path / "s.db"))
+    service = Service(store, MemoryDataplane())
+    for i in range(90):
+        service.create_network(ADMIN, "a", f"a{i}", [f"10.1.{i}.0/24"])
+        service.create_network(ADMIN, "b", f"b{i}", [f"10.2.{i}.0/24"])
+    service.create_peering(ADMIN, "a", "a89", "to-b", "b", "b89")
+    service.writes.dataplane = Slow()   # from here on each bind takes 0.3 s
+    sizes: list[int] = []
+    original = service.writes._run_group
+    service.writes._run_group = lambda group: (sizes.append(sum(op.weight for op in group)), original(group))
+
+    def batch(first):
+        return threading.Thread(target=service.create_peerings, args=(ADMIN, [
+            PeeringRequest("a", f"a{i}", "to-b", f"b{i}", "b") for i in range(first, first + 40)]))
+
+    # One bind holds the queue; then two batches and eight single writes queue up, in this order.
+    jobs = [threading.Thread(target=service.create_peering, args=(ADMIN, "b", "b89", "to-a", "a", "a89")),
+            batch(0), batch(40)]
+    jobs += [threading.Thread(target=service.create_peering, args=(ADMIN, "b", f"b{i}", "to-a", "a", f"a{i}"))
+             for i in range(80, 88)]
+    for t in jobs:
+        t.start()
+        time.sleep(0.02)
+    for t in jobs:
+        t.join()
+    store.close()
+    assert sizes == [1, 40, 48], sizes
