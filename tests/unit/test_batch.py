@@ -1,6 +1,6 @@
 """Many consents in one call (``Service.create_peerings``) on an in-memory
-dataplane: all or none, one dataplane transaction, errors naming the request
-at fault. The same through gRPC on real OVN: tests/integration/test_batch.py."""
+dataplane, on each store (SQLite, and PostgreSQL from tests/pgsupport.py):
+all or none, one dataplane transaction, errors naming the request at fault. The same through gRPC on real OVN: tests/integration/test_batch.py."""
 
 from __future__ import annotations
 
@@ -15,14 +15,16 @@ from netpeer.service import Service
 from netpeer.service.batch import MAX_REQUESTS, PeeringRequest
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
+from tests.pgsupport import make_store
 
 ADMIN = Caller("admin", frozenset(), True)
 TEAM_A = Caller("a", frozenset({"a"}), False)
 
 
-@pytest.fixture
-def world(tmp_path):
-    store = SqliteStore(str(tmp_path / "s.db"))
+@pytest.fixture(params=["sqlite", "postgresql"])
+def world(request, tmp_path):
+    cluster = request.getfixturevalue("pg_cluster") if request.param == "postgresql" else None
+    store = make_store(request.param, tmp_path, cluster)
     dataplane = MemoryDataplane()
     service = Service(store, dataplane)
     for i in range(4):
