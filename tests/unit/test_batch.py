@@ -1,6 +1,7 @@
 """Many consents in one call (``Service.create_peerings``) on an in-memory
 dataplane, on each store (SQLite, and PostgreSQL from tests/pgsupport.py):
-all or none, one dataplane transaction, errors naming the request at fault. The same through gRPC on real OVN: tests/integration/test_batch.py."""
+all or none, one dataplane transaction, errors naming the request at fault.
+The same through gRPC on real OVN: tests/integration/test_batch.py."""
 
 from __future__ import annotations
 
