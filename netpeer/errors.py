@@ -24,6 +24,13 @@ class NetpeerError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def within(self, where: str) -> "NetpeerError":
+        """The same error about a part of a larger input (``requests[3]``,
+        ``FILE:3``): the message starts ``where: `` and the field is
+        ``where.field``."""
+        field = f"{where}.{self.field}" if self.field else where
+        return type(self)(f"{where}: {self.message}", field=field, value=self.value)
+
 
 class InvalidArgument(NetpeerError):
     """The request is malformed: a bad name, CIDR, TTL, ..."""

@@ -256,7 +256,7 @@ def _batch_lines(path: str, ns: str) -> list[tuple[str, str, tuple[str, str, str
         try:
             out.append((words[0], words[1], _split_remote(words[2], ns)))
         except errors.NetpeerError as exc:
-            raise type(exc)(f"{where}: {exc.message}", field=f"{where}.{exc.field}", value=exc.value) from None
+            raise exc.within(where) from None
     if not out:
         raise errors.InvalidArgument.for_field("FILE", path, "has no line NETWORK PEERING REMOTE: nothing to create")
     return out

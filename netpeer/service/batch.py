@@ -51,6 +51,4 @@ def numbered(index: int) -> Iterator[None]:
     try:
         yield
     except NetpeerError as exc:
-        prefix = f"requests[{index}]"
-        field = f"{prefix}.{exc.field}" if exc.field else prefix
-        raise type(exc)(f"{prefix}: {exc.message}", field=field, value=exc.value) from exc
+        raise exc.within(f"requests[{index}]") from exc
