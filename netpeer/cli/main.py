@@ -343,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
             halves = [dict(namespace=ns, network=net, name=name, remote_network=rnet, remote_namespace=rns,
                            remote_site=rsite, ttl=ttl, description=args.description)
                       for net, name, (rsite, rns, rnet) in _batch_lines(args.file, ns)]
-            output.emit(c.create_peerings(halves), ctx.output, output.peerings_table)
+            output.emit(c.create_peerings(halves), ctx.output, output.batch_table)
         elif action == "list":
             output.emit(c.list_peerings(ns, args.network), ctx.output, output.peerings_table)
         elif action == "watch":

@@ -42,11 +42,21 @@ def _peer(x: dict) -> str:
     return f"{x['site']}:{where}" if x.get("site") else where
 
 
+_PEERING_COLUMNS = ["NAME", "DESCRIPTION", "PEER", "STATE", "REASON", "DATAPLANE", "SINCE", "EXPIRES"]
+
+
+def _peering_row(p: dict) -> list:
+    return [p["name"], p["description"], remote(p), p["phase"], p["reason"], p.get("dataplane", ""),
+            p["last_phase_transition_time"], p["expires_at"] or ""]
+
+
 def peerings_table(items: list[dict]) -> str:
-    return table(["NAME", "DESCRIPTION", "PEER", "STATE", "REASON", "DATAPLANE", "SINCE", "EXPIRES"],
-                 [[p["name"], p["description"], remote(p), p["phase"],
-                   p["reason"], p.get("dataplane", ""), p["last_phase_transition_time"], p["expires_at"] or ""]
-                  for p in items])
+    return table(_PEERING_COLUMNS, [_peering_row(p) for p in items])
+
+
+def batch_table(items: list[dict]) -> str:
+    """``peerings_table`` with each peering's network first: a batch spans networks."""
+    return table(["NETWORK", *_PEERING_COLUMNS], [[p["network"], *_peering_row(p)] for p in items])
 
 
 def peering_detail(p: dict) -> str:

@@ -107,3 +107,8 @@ def test_the_cli_batch_creates_from_a_file(netpeerd, tmp_path):
     again = netpeer("peering", "batch-create", str(plan))
     assert again.returncode != 0 and again.stderr.strip().splitlines() == [again.stderr.strip()]
     assert "requests[0]: peering d1/n0/to-d2-n0 already exists" in again.stderr
+    # The table names each peering's network: a batch spans networks.
+    shown = netpeer("peering", "batch-create", "-", stdin="n0 to-d2-n1 d2/n1\nn1 to-d2-n0 d2/n0\n")
+    assert shown.returncode == 0, shown.stderr
+    rows = [[c.strip() for c in line.split("|")[1:3]] for line in shown.stdout.splitlines() if line.startswith("|")]
+    assert rows == [["NETWORK", "NAME"], ["n0", "to-d2-n1"], ["n1", "to-d2-n0"]], shown.stdout
