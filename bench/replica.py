@@ -12,6 +12,10 @@ process's resident size over its size before the connection, the Python
 objects it added, and Python's allocator arenas (in use, live bytes, free
 bytes it cannot give back). The machine's load average is recorded before
 and after. Writes JSON to stdout.
+
+``--collectors netpeerd,python`` alternates, in each repeat, a run with the
+garbage collector's thresholds netpeerd sets (``netpeer.daemon.GC_THRESHOLDS``,
+the default) and one with Python's own.
 """
 
 from __future__ import annotations
@@ -27,8 +31,12 @@ import time
 
 from bench.deploy import OWNER, Deployment, Topology, load_average, rss_kib
 from bench.scale import log
+from netpeer.daemon import GC_THRESHOLDS
 from netpeer.ovn import _idl
 from netpeer.ovn.backend import OvnBackend
+
+# The collector's thresholds each run may use: netpeerd's, or Python's defaults.
+COLLECTORS = {"netpeerd": GC_THRESHOLDS, "python": (700, 10, 10)}
 
 # Lines of ``sys._debugmallocstats()`` kept, by the key they are reported under.
 _ARENA_LINES = {
@@ -66,21 +74,25 @@ def _settled_rss_kib() -> int:
     return rss_kib(os.getpid())["VmRSS"]
 
 
-def replicate(d: Deployment) -> dict:
+def replicate(d: Deployment, collector: str = "netpeerd") -> dict:
     """One connection of the backend, timed until its replica is whole,
-    with what the replica holds while the backend is still open."""
+    with what the replica holds while the backend is still open. The
+    garbage collector runs with ``collector``'s thresholds meanwhile."""
     rss0, blocks0 = _settled_rss_kib(), sys.getallocatedblocks()
+    before = gc.get_threshold()
+    gc.set_threshold(*COLLECTORS[collector])
     t0, c0 = time.monotonic(), time.process_time()
     backend = OvnBackend(d.ovn.nb_remote, owner=OWNER, timeout=600)
     try:
         if not backend.wait_connected(900):
             raise RuntimeError(f"the replica of {d.dir} did not arrive in 900 s")
-        out = {"wall_s": time.monotonic() - t0, "cpu_s": time.process_time() - c0}
+        out = {"collector": collector, "wall_s": time.monotonic() - t0, "cpu_s": time.process_time() - c0}
         out["rows"] = sum(len(table.rows) for table in backend._api.idl.tables.values())
         out["rss_added_mib"] = (_settled_rss_kib() - rss0) / 1024
         out["objects_added"] = sys.getallocatedblocks() - blocks0
         out["arenas"] = arena_stats()
     finally:
+        gc.set_threshold(*before)
         backend.close()
     return out
 
@@ -89,7 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="2000")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--collectors", default="netpeerd",
+                    help="comma-separated, alternated in each repeat: netpeerd (its thresholds), python (defaults)")
     args = ap.parse_args(argv)
+    collectors = args.collectors.split(",")
+    for c in collectors:
+        if c not in COLLECTORS:
+            ap.error(f"--collectors: unknown collector {c!r} (known: {', '.join(COLLECTORS)})")
     results = []
     for n in [int(x) for x in args.sizes.split(",")]:
         with Deployment(chassis=False) as d:
@@ -98,10 +116,12 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{n} networks: seeding")
             row = {"networks": n, "seed": d.seed(Topology(n)), "load_before": load_average(), "runs": []}
             for k in range(args.repeat):
-                row["runs"].append(replicate(d))
-                log(f"{n} networks, run {k + 1}: {json.dumps(row['runs'][-1])}")
+                for c in collectors:
+                    row["runs"].append(replicate(d, c))
+                    log(f"{n} networks, run {k + 1}: {json.dumps(row['runs'][-1])}")
             row["load_after"] = load_average()
-            row["us_cpu_per_row"] = sorted(1e6 * r["cpu_s"] / r["rows"] for r in row["runs"])
+            row["us_cpu_per_row"] = {c: sorted(1e6 * r["cpu_s"] / r["rows"] for r in row["runs"] if r["collector"] == c)
+                                     for c in collectors}
             results.append(row)
     json.dump(results, sys.stdout, indent=1)
     print()
