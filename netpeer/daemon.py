@@ -76,8 +76,9 @@ class Daemon:
             self.store.claim_owner(config.owner)
             self.leadership = PgLease(config.store, replica_name(config.listen),
                                       config.leader_lease.total_seconds())
+        # The start-up check reads OVN's stamp before the replica is asked for (``stamp_first``).
         self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
-                                  site=_site_context(config))
+                                  site=_site_context(config), stamp_first=True)
         self.service = (service_factory or Service)(self.store, self.backend, owner=config.owner)
         self.site_server = self.site_transport = None
         if config.site:
@@ -226,6 +227,8 @@ class Daemon:
         try:
             if timeout > 0:
                 self._settle()   # OVN's stamp is enough, most of the time: reads need not wait for the replica
+            else:
+                self.backend.start_replica()
         except Unreachable:
             pass
         except Unavailable:   # the check needs the whole replica (an empty store, or a mode that writes)

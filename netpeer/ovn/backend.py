@@ -63,6 +63,10 @@ REF_TABLES = ("HA_Chassis_Group",)
 # Longest pause between two attempts to (re)connect to an NB member (python-ovs's minimum).
 RECONNECT_BACKOFF_MS = 1000
 
+# How long a backend made with ``stamp_first`` waits for the first stamp read
+# before it asks for its replica anyway.
+STAMP_FIRST_S = 2.0
+
 _get = _idl.read_column
 
 
@@ -265,9 +269,17 @@ class OvnBackend:
     ``Unavailable``. ``remote`` may list the members of a clustered NB,
     comma-separated: the IDL talks to the leader only and follows it through
     elections (tests/faults/test_ovn_faults.py).
+
+    With ``stamp_first``, the replica is asked for only after the first
+    ``read_stamp`` (or ``start_replica``; at most ``STAMP_FIRST_S`` later).
+    ovsdb-server builds a monitor's first reply in one go, seconds at 10,000
+    networks, and a stamp read sent just after it waited for all of it:
+    netpeerd answered its first read 7.8 s after it started instead of 2.4 s
+    (docs/performance.md, section 4, "The collector, and the stamp first").
     """
 
-    def __init__(self, remote: str, owner: str = "netpeer", timeout: float = 10.0, site: SiteContext | None = None):
+    def __init__(self, remote: str, owner: str = "netpeer", timeout: float = 10.0, site: SiteContext | None = None,
+                 stamp_first: bool = False):
         self.remote = remote
         self.owner = owner
         #: This site, for networks peered with other sites (None: no sites).
@@ -277,6 +289,9 @@ class OvnBackend:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._error: str | None = None
+        self._replica_asked = threading.Event()
+        if not stamp_first:
+            self._replica_asked.set()
         self.ports = InstancePorts(self)
         #: The networks whose rows changed in the replica since the sweep last asked.
         self.changes = ChangeTracker(owner)
@@ -286,7 +301,12 @@ class OvnBackend:
         self._starter.start()
 
     # ------------------------------------------------------------ connection
+    def start_replica(self) -> None:
+        """Ask for the replica now (``stamp_first``: without a stamp read)."""
+        self._replica_asked.set()
+
     def _connect(self) -> None:
+        self._replica_asked.wait(STAMP_FIRST_S)
         while not self._closed.is_set():
             try:
                 helper = idlutils.get_schema_helper(self.remote, NB_SCHEMA)
@@ -438,7 +458,10 @@ class OvnBackend:
     def read_stamp(self) -> Stamp | None:
         api = self._api
         if api is None or not api.idl.has_ever_connected():   # the replica is still arriving: the marker alone
-            return early.read_stamp(self.remote, self.owner, self.timeout, RECONNECT_BACKOFF_MS)
+            try:
+                return early.read_stamp(self.remote, self.owner, self.timeout, RECONNECT_BACKOFF_MS)
+            finally:
+                self.start_replica()
         return self._run(lambda api: ReadStamp(api, self.owner), "stamp read")
 
     def read_back(self) -> list:
@@ -463,6 +486,7 @@ class OvnBackend:
 
     def close(self) -> None:
         self._closed.set()
+        self._replica_asked.set()   # a connection still waiting for the stamp read ends now
         api = self._api
         if api is not None:
             try:

@@ -17,7 +17,7 @@ from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.daemon import Daemon
 from netpeer.ovn import early
-from netpeer.ovn.backend import RECONNECT_BACKOFF_MS, OvnBackend
+from netpeer.ovn.backend import RECONNECT_BACKOFF_MS, STAMP_FIRST_S, OvnBackend
 from netpeer.service.epoch import EpochMismatch
 from netpeer_dev.daemons import OvnDaemons
 from tests.support import ADMIN_TOKEN, netpeerd_config, start_netpeerd
@@ -75,6 +75,27 @@ def test_the_stamp_read_alone_is_the_replicas(ovn, state_dir):
     assert stamp is not None and stamp.generation > 0
     assert early.read_stamp(ovn.nb_remote, "netpeer", 10, RECONNECT_BACKOFF_MS) == stamp
     assert early.read_stamp(ovn.nb_remote, "someone-else", 10, RECONNECT_BACKOFF_MS) is None
+
+
+def test_netpeerds_backend_asks_for_its_replica_after_the_stamp(ovn, state_dir):
+    """ovsdb-server builds a monitor's first reply in one go (seconds at
+    10,000 networks), and a stamp read sent just after the replica's monitor
+    waited for all of it. netpeerd's backend asks for the replica once the
+    stamp was read, or ``STAMP_FIRST_S`` after it was made without one."""
+    stamp = seed(ovn, state_dir)
+    backend = OvnBackend(ovn.nb_remote, stamp_first=True)
+    try:
+        time.sleep(STAMP_FIRST_S / 2)
+        assert not backend.connected, "the replica was asked for before the stamp was read"
+        assert backend.read_stamp() == stamp
+        assert backend.wait_connected(10)
+    finally:
+        backend.close()
+    unread = OvnBackend(ovn.nb_remote, stamp_first=True)
+    try:
+        assert unread.wait_connected(STAMP_FIRST_S + 10), "without a stamp read the replica never came"
+    finally:
+        unread.close()
 
 
 def test_the_stamp_read_gives_up_on_an_nb_that_does_not_answer_without_spinning(state_dir):
