@@ -86,9 +86,9 @@ class NetpeerdProcess:
     def client(self, timeout: float = 30.0) -> Client:
         return Client(self.endpoint, self.admin_token, timeout=timeout)
 
-    def wait_ready(self, timeout: float = 60.0, sweep: bool = False) -> dict:
+    def wait_ready(self, timeout: float = 60.0, sweep: bool = False, poll: float = 0.02) -> dict:
         """Waits until netpeerd answers (and, with ``sweep``, until its first
-        sweep completed); its status."""
+        sweep completed), asking every ``poll`` seconds; its status."""
         deadline = time.monotonic() + timeout
         while True:
             self._check_alive()
@@ -103,7 +103,7 @@ class NetpeerdProcess:
                 what = "complete its first sweep" if sweep else "answer"
                 raise errors.Unavailable(f"netpeerd did not {what} within {timeout:.0f}s "
                                          f"(log: {self.log}): {self.tail(300)}")
-            time.sleep(0.02)
+            time.sleep(poll)
 
     def start(self, timeout: float = 60.0, sweep: bool = False, args: tuple[str, ...] = ()) -> dict:
         self.spawn(args=args)
