@@ -1,12 +1,14 @@
 """What netpeerd reads from OVN before its replica of the NB is whole.
 
-The replica takes a while to arrive (about 25 s at 10,000 networks,
+The replica takes a while to arrive (about 11-14 s at 10,000 networks,
 docs/performance.md), but the start-up check that the store and OVN belong
 together (``netpeer.service.epoch``) needs one row of it: the state marker
 with the store's stamp. Reading that row through a monitor of its own, with
 a condition on its name, lets netpeerd check the pair and answer reads from
 its store within a second or two of starting. Writes still wait for the
-whole replica: they are computed against it.
+whole replica: they are computed against it. netpeerd asks for the replica
+after this read (``OvnBackend(stamp_first=True)``): ovsdb-server builds a
+monitor's first reply in one go, and a read sent behind it waits for all of it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 of the NB is whole (``netpeer.ovn.early``), and holds writes until it is.
 
 The replica's arrival is held back by a gate in front of the backend's
-connection (at 10,000 networks it takes about 25 s); the stamp read, the
+connection (at 10,000 networks it takes about 11-14 s); the stamp read, the
 store, the API and the NB are real.
 """
 
