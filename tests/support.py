@@ -133,6 +133,7 @@ def start_netpeerd(ovn: OvnDaemons, directory: Path, *, service_factory=None, wo
     start, then (by default) practically never: tests call ``service.sweep()``."""
     config = netpeerd_config(directory, ovn.nb_remote, sweep_interval=sweep_interval, **kwargs)
     daemon = Daemon(config, service_factory=service_factory, workers=workers)
+    daemon.backend.start_replica()   # the whole replica before the start-up check, not after its stamp read
     assert daemon.backend.wait_connected(30), "netpeerd could not connect to the OVN NB database"
     daemon.start()
     netpeerd = Netpeerd(ovn, daemon, config.listen, directory / "netpeer.sock")

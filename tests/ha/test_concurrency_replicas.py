@@ -97,6 +97,7 @@ def two_replicas(ovn, state_dir, pg_url):
             config = dataclasses.replace(netpeerd_config(directory, ovn.nb_remote, sweep_interval="365d"),
                                          store=pg_url)
             daemon = Daemon(config, service_factory=_recording(shared))
+            daemon.backend.start_replica()
             assert daemon.backend.wait_connected(30)
             daemon.start()
             made.append(Netpeerd(ovn, daemon, config.listen, directory / "netpeer.sock"))
