@@ -219,6 +219,7 @@ class Daemon:
     def _lose(self) -> None:
         if self._leading is not None:
             self._leading.set()
+            self.service.programmer.poke()   # it sleeps at rest
         for thread in self._led:
             thread.join(timeout=self.config.ovn_timeout.total_seconds() + 5)
         self._led = []
@@ -272,6 +273,7 @@ class Daemon:
 
     def stop(self, grace: float = 2.0) -> None:
         self.stopping.set()
+        self.service.programmer.poke()   # it sleeps at rest
         if self.metrics_server is not None:
             self.metrics_server.stop()
         if self.site_server is not None:
