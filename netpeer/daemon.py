@@ -320,8 +320,8 @@ def serve(config: Config, mode: Mode = Mode.CHECK) -> int:
     daemon = Daemon(config, mode=mode)
     # Once the replica is whole, what netpeerd holds from its start (the
     # replica is most of it) is left out of every later collection: a full
-    # collection walked all of it, about 0.9 s of CPU at 10,000 networks with
-    # every other thread stopped. Replica rows hold no cycles, so rows deleted
+    # collection walked all of it, 1-3 s of CPU at 10,000 networks with every
+    # other thread stopped. Replica rows hold no cycles, so rows deleted
     # later are still freed; cyclic garbage alive at that moment stays.
     daemon.on_replica = gc.freeze
 

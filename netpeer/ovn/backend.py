@@ -274,7 +274,7 @@ class OvnBackend:
     ``read_stamp`` (or ``start_replica``; at most ``STAMP_FIRST_S`` later).
     ovsdb-server builds a monitor's first reply in one go, seconds at 10,000
     networks, and a stamp read sent just after it waited for all of it:
-    netpeerd answered its first read 7.8 s after it started instead of 2.4 s
+    netpeerd answered its first read 7.8-8.9 s after it started instead of 2.4 s
     (docs/performance.md, section 4, "The collector, and the stamp first").
     """
 
