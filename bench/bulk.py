@@ -3,6 +3,11 @@ API, one call per consent (32 clients) and in batches (``BatchCreatePeerings``),
 against one ``ovn-nbctl`` process writing the same OVN rows (ports, routes,
 policies; address sets exist with the networks), in the same run.
 
+A fourth side measures where the floor is: netpeer's OVN layer alone
+(``OvnBackend.sync``, in this process) writing the same rows for the 1,000
+binds in one NB transaction, as the second batch does, with no API, store or
+consent logic. What the second batch takes beyond it is netpeer's own work.
+
 Both start from the same 500 networks (same uids, same rows). ovn-northd is
 paused while either side writes, so the figure compares the write paths, not
 the machine's two cores shared with northd; then northd is resumed and the
@@ -11,10 +16,13 @@ time until the southbound database reflects everything is reported too.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from netpeer.core.dataplane import NetworkState
+from netpeer.daemon import GC_THRESHOLDS
 from netpeer.ovn import rows as dataplane
 from netpeer.service.batch import MAX_REQUESTS
 
@@ -93,12 +101,39 @@ def _api_batch(d: Deployment, topo: Topology, pairs) -> dict:
             "calls_per_side": -(-len(pairs) // MAX_REQUESTS)}
 
 
+def _ovn_alone(d: Deployment, networks: dict, pairs) -> dict:
+    """netpeer's OVN layer writing what the 1,000 binds write, in one NB
+    transaction (the desired rows computed first, as the API does before it
+    programs): the time the rows take to build, commit and come back into
+    the replica."""
+    peers: dict[int, list[tuple[int, str]]] = {i: [] for i in networks}
+    for i, j in pairs:
+        peers[i].append((j, peering_name(j)))
+        peers[j].append((i, peering_name(i)))
+    states = {}
+    for i, net in networks.items():
+        mine = sorted(((networks[j], name) for j, name in peers[i]), key=lambda x: x[0].key)
+        states[net.uid] = NetworkState(net, tuple(n for n, _ in mine),
+                                       tuple(sorted((n.uid, name) for n, name in mine)))
+    saved = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)   # as netpeerd runs
+    try:
+        with d.backend() as backend:
+            t0 = time.perf_counter()
+            report = backend.sync(states)
+            took = time.perf_counter() - t0
+    finally:
+        gc.set_threshold(*saved)
+    return {"sync_s": took, "rows_changed": report.changed}
+
+
 def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
     topo = Topology(networks, group=0)
     plist = pair_list(networks, pairs)
     out: dict = {"networks": networks, "pairs": pairs, "api_concurrency": concurrency}
-    with Deployment(chassis=False) as api, Deployment(chassis=False) as raw, Deployment(chassis=False) as bat:
-        for d in (api, raw, bat):
+    with Deployment(chassis=False) as api, Deployment(chassis=False) as raw, Deployment(chassis=False) as bat, \
+            Deployment(chassis=False) as alone:
+        for d in (api, raw, bat, alone):
             d.start_ovn()
         api.seed(topo)
         api.wait_sb()
@@ -107,10 +142,11 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
         bat.wait_sb()
         bat.start_netpeerd()
         # The raw side gets the very same networks (uids), hence the same rows.
-        raw.networks = api.networks
-        nbctl.run(raw.ovn, nbctl.create_networks(
-            [dataplane.network_rows(OWNER, n, []) for n in api.networks.values()]))
-        raw.wait_sb()
+        for d in (raw, alone):
+            d.networks = api.networks
+            nbctl.run(d.ovn, nbctl.create_networks(
+                [dataplane.network_rows(OWNER, n, []) for n in api.networks.values()]))
+            d.wait_sb()
 
         # The rows the peerings add: each network's rows with its peers, minus its rows without.
         peers = {i: [] for i in range(networks)}
@@ -126,7 +162,7 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
         out["nbctl_args_bytes"] = sum(len(a) + 1 for b in batches for a in b)
         out["nbctl_invocations"] = len(batches)
 
-        for d in (api, raw, bat):
+        for d in (api, raw, bat, alone):
             d.northd("pause")
         out["api"] = _api(api, topo, plist, concurrency)
         out["raw_s"] = sum(nbctl.run(raw.ovn, b) for b in batches)
@@ -134,13 +170,16 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
         out["ratio"] = out["api"]["total_s"] / out["raw_s"]
         out["ratio_second_consents"] = out["api"]["second_consents_s"] / out["raw_s"]
         out["ratio_batch"] = out["api_batch"]["total_s"] / out["raw_s"]
-        for d in (api, raw, bat):
+        out["ovn_alone"] = _ovn_alone(alone, api.networks, plist)
+        out["ratio_ovn_alone"] = out["ovn_alone"]["sync_s"] / out["raw_s"]
+        for d in (api, raw, bat, alone):
             d.northd("resume")
         out["api_until_sb_s"] = api.wait_sb(1200)
         out["raw_until_sb_s"] = raw.wait_sb(1200)
         out["batch_until_sb_s"] = bat.wait_sb(1200)
         out["rows_api"], out["rows_raw"], out["rows_batch"] = nb_counts(api), nb_counts(raw), nb_counts(bat)
-        for side in ("api", "batch"):
+        out["rows_ovn_alone"] = nb_counts(alone)
+        for side in ("api", "batch", "ovn_alone"):
             if out[f"rows_{side}"] != out["rows_raw"]:
                 raise RuntimeError(f"{side} and raw wrote different rows: {out[f'rows_{side}']} vs {out['rows_raw']}")
         out["netpeerd_rss_kib"] = api.netpeerd_rss()

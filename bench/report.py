@@ -48,6 +48,9 @@ def summarize(data: dict) -> dict:
         if "api_batch" in b:
             s["bulk"].update(batch_s=b["api_batch"]["total_s"], ratio_batch=b["ratio_batch"],
                              batch_until_sb_s=b["batch_until_sb_s"], batch_calls=b["api_batch"]["calls_per_side"])
+        if "ovn_alone" in b:
+            s["bulk"].update(batch_second_s=b["api_batch"]["second_consents_s"], ovn_alone_s=b["ovn_alone"]["sync_s"],
+                             ratio_ovn_alone=b["ratio_ovn_alone"])
     if "pulumi" in data:
         s["pulumi"] = data["pulumi"]["overhead"]
     if "shapes" in data:
@@ -250,6 +253,10 @@ def _md_bulk(data: dict, s: dict) -> list[str]:
         lines += [f"| API in batches (`BatchCreatePeerings`, {b['batch_calls']} call(s) per side) | "
                   f"{_f(b['batch_s'], 2)} | {_f(b['batch_until_sb_s'], 2)} |",
                   f"| ratio, batches | **{_f(b['ratio_batch'], 2)}x** | |"]
+    if "ovn_alone_s" in b:
+        lines += [f"| netpeer's OVN layer alone, the binds' rows in one transaction (second batch: "
+                  f"{_f(b['batch_second_s'], 2)}) | {_f(b['ovn_alone_s'], 2)} | |",
+                  f"| ratio, OVN layer alone | {_f(b['ratio_ovn_alone'], 2)}x | |"]
     return lines
 
 
@@ -421,6 +428,10 @@ def _plot_bulk(plt, data: dict, s: dict):
         labels.insert(2, "API in batches")
         vals.insert(2, b["batch_s"])
         colors.insert(2, "tab:green")
+    if "ovn_alone_s" in b:
+        labels.insert(-1, "OVN layer alone (binds)")
+        vals.insert(-1, b["ovn_alone_s"])
+        colors.insert(-1, "tab:olive")
     ax.barh(labels, vals, color=colors)
     for y, v in enumerate(vals):
         ax.text(v, y, f" {v:.2f}s", va="center", fontsize=8)
