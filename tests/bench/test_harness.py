@@ -35,7 +35,8 @@ def test_quick_run_writes_every_section(tmp_path):
         == data["bulk"]["rows_ovn_alone"]
     assert data["bulk"]["ovn_alone"]["rows_changed"] > 0
     md = (out / "results.md").read_text()
-    for heading in ("## Targets", "Bulk apply", "API in batches", "OVN layer alone", "OpenTofu and Pulumi, same resources"):
+    for heading in ("## Targets", "Bulk apply", "API in batches", "OVN layer alone",
+                    "OpenTofu and Pulumi, same resources"):
         assert heading in md, heading
     assert set(data["tofu"]["startup"]) == {"plain", "mutual TLS"}
     assert set(data["stores"]["variants"]) == {"sqlite", "postgresql x1", "postgresql x2"}
