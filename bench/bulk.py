@@ -16,6 +16,7 @@ time until the southbound database reflects everything is reported too.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 import time
@@ -24,9 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from netpeer.core.dataplane import NetworkState
 from netpeer.daemon import GC_THRESHOLDS
 from netpeer.ovn import rows as dataplane
+from netpeer.ovn.backend import COLUMNS
 from netpeer.service.batch import MAX_REQUESTS
 
 from bench import nbctl
+from bench.plain_ovsdb import PlainNb
 from bench.deploy import OWNER, Deployment, Topology, peering_name
 
 TABLES = ("Logical_Router_Port", "Logical_Router_Static_Route", "Logical_Router_Policy", "Address_Set")
@@ -101,11 +104,8 @@ def _api_batch(d: Deployment, topo: Topology, pairs) -> dict:
             "calls_per_side": -(-len(pairs) // MAX_REQUESTS)}
 
 
-def _ovn_alone(d: Deployment, networks: dict, pairs) -> dict:
-    """netpeer's OVN layer writing what the 1,000 binds write, in one NB
-    transaction (the desired rows computed first, as the API does before it
-    programs): the time the rows take to build, commit and come back into
-    the replica."""
+def _states(networks: dict, pairs) -> dict[str, NetworkState]:
+    """Every network as the API programs it once all 1,000 pairs are Bound."""
     peers: dict[int, list[tuple[int, str]]] = {i: [] for i in networks}
     for i, j in pairs:
         peers[i].append((j, peering_name(j)))
@@ -115,16 +115,45 @@ def _ovn_alone(d: Deployment, networks: dict, pairs) -> dict:
         mine = sorted(((networks[j], name) for j, name in peers[i]), key=lambda x: x[0].key)
         states[net.uid] = NetworkState(net, tuple(n for n, _ in mine),
                                        tuple(sorted((n.uid, name) for n, name in mine)))
+    return states
+
+
+@contextlib.contextmanager
+def _collector_as_netpeerd():
     saved = gc.get_threshold()
-    gc.set_threshold(*GC_THRESHOLDS)   # as netpeerd runs
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
-        with d.backend() as backend:
-            t0 = time.perf_counter()
-            report = backend.sync(states)
-            took = time.perf_counter() - t0
+        yield
     finally:
         gc.set_threshold(*saved)
+
+
+def _ovn_alone(d: Deployment, networks: dict, pairs) -> dict:
+    """netpeer's OVN layer writing what the 1,000 binds write, in one NB
+    transaction (the desired rows computed first, as the API does before it
+    programs): the time the rows take to build, commit and come back into
+    the replica."""
+    states = _states(networks, pairs)
+    with _collector_as_netpeerd(), d.backend() as backend:
+        t0 = time.perf_counter()
+        report = backend.sync(states)
+        took = time.perf_counter() - t0
     return {"sync_s": took, "rows_changed": report.changed}
+
+
+def _plain_alone(d: Deployment, networks: dict, pairs) -> dict:
+    """The same rows as ``_ovn_alone``, through ``PlainNb`` (rows as plain
+    values, operations built directly): each network's desired rows compared
+    with the replica, the missing ones inserted and hung under their parents,
+    the differing ones updated, in one transaction, its update read back."""
+    states = _states(networks, pairs)
+    with _collector_as_netpeerd(), PlainNb(d.ovn.nb_remote, COLUMNS) as nb:
+        nb.monitor()
+        t0 = time.perf_counter()
+        ops = nb.diff(OWNER, (row for state in states.values() for row in dataplane.desired_rows(OWNER, state)))
+        nb.transact(ops)
+        took = time.perf_counter() - t0
+    return {"sync_s": took, "operations": len(ops)}
 
 
 def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
@@ -132,8 +161,9 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
     plist = pair_list(networks, pairs)
     out: dict = {"networks": networks, "pairs": pairs, "api_concurrency": concurrency}
     with Deployment(chassis=False) as api, Deployment(chassis=False) as raw, Deployment(chassis=False) as bat, \
-            Deployment(chassis=False) as alone:
-        for d in (api, raw, bat, alone):
+            Deployment(chassis=False) as alone, Deployment(chassis=False) as plain:
+        sides = (api, raw, bat, alone, plain)
+        for d in sides:
             d.start_ovn()
         api.seed(topo)
         api.wait_sb()
@@ -142,7 +172,7 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
         bat.wait_sb()
         bat.start_netpeerd()
         # The raw side gets the very same networks (uids), hence the same rows.
-        for d in (raw, alone):
+        for d in (raw, alone, plain):
             d.networks = api.networks
             nbctl.run(d.ovn, nbctl.create_networks(
                 [dataplane.network_rows(OWNER, n, []) for n in api.networks.values()]))
@@ -162,7 +192,7 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
         out["nbctl_args_bytes"] = sum(len(a) + 1 for b in batches for a in b)
         out["nbctl_invocations"] = len(batches)
 
-        for d in (api, raw, bat, alone):
+        for d in sides:
             d.northd("pause")
         out["api"] = _api(api, topo, plist, concurrency)
         out["raw_s"] = sum(nbctl.run(raw.ovn, b) for b in batches)
@@ -172,14 +202,16 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
         out["ratio_batch"] = out["api_batch"]["total_s"] / out["raw_s"]
         out["ovn_alone"] = _ovn_alone(alone, api.networks, plist)
         out["ratio_ovn_alone"] = out["ovn_alone"]["sync_s"] / out["raw_s"]
-        for d in (api, raw, bat, alone):
+        out["plain_alone"] = _plain_alone(plain, api.networks, plist)
+        out["ratio_plain_alone"] = out["plain_alone"]["sync_s"] / out["raw_s"]
+        for d in sides:
             d.northd("resume")
         out["api_until_sb_s"] = api.wait_sb(1200)
         out["raw_until_sb_s"] = raw.wait_sb(1200)
         out["batch_until_sb_s"] = bat.wait_sb(1200)
         out["rows_api"], out["rows_raw"], out["rows_batch"] = nb_counts(api), nb_counts(raw), nb_counts(bat)
-        out["rows_ovn_alone"] = nb_counts(alone)
-        for side in ("api", "batch", "ovn_alone"):
+        out["rows_ovn_alone"], out["rows_plain_alone"] = nb_counts(alone), nb_counts(plain)
+        for side in ("api", "batch", "ovn_alone", "plain_alone"):
             if out[f"rows_{side}"] != out["rows_raw"]:
                 raise RuntimeError(f"{side} and raw wrote different rows: {out[f'rows_{side}']} vs {out['rows_raw']}")
         out["netpeerd_rss_kib"] = api.netpeerd_rss()

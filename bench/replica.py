@@ -16,6 +16,15 @@ and after. Writes JSON to stdout.
 ``--collectors netpeerd,python`` alternates, in each repeat, a run with the
 garbage collector's thresholds netpeerd sets (``netpeer.daemon.GC_THRESHOLDS``,
 the default) and one with Python's own.
+
+Each run then compares every network's desired rows, read from the store,
+with the replica, as netpeerd's first sweep does (``first_comparison_s``).
+
+``--clients netpeer,json`` alternates netpeer's backend with
+``bench.plain_ovsdb.PlainNb``: the same tables and columns over a bare
+JSON-RPC ``monitor_cond``, rows kept as plain Python values (maps as dicts,
+sets as lists, uuids as strings), and the same comparison over them: what
+the same work costs without python-ovs's row, Datum and Atom objects.
 """
 
 from __future__ import annotations
@@ -33,7 +42,13 @@ from bench.deploy import OWNER, Deployment, Topology, load_average, rss_kib
 from bench.scale import log
 from netpeer.daemon import GC_THRESHOLDS
 from netpeer.ovn import _idl
-from netpeer.ovn.backend import OvnBackend
+from netpeer.ovn import rows as dataplane
+from netpeer.ovn.backend import COLUMNS, OvnBackend
+from netpeer.service.writes import desired_states
+from netpeer.store.base import iter_all_networks
+from netpeer.store.sqlite import SqliteStore
+
+from bench.plain_ovsdb import PlainNb
 
 # The collector's thresholds each run may use: netpeerd's, or Python's defaults.
 COLLECTORS = {"netpeerd": GC_THRESHOLDS, "python": (700, 10, 10)}
@@ -91,9 +106,50 @@ def replicate(d: Deployment, collector: str = "netpeerd") -> dict:
         out["rss_added_mib"] = (_settled_rss_kib() - rss0) / 1024
         out["objects_added"] = sys.getallocatedblocks() - blocks0
         out["arenas"] = arena_stats()
+        _first_comparison(out, lambda: backend.drifted(_desired(d)))
     finally:
         gc.set_threshold(*before)
         backend.close()
+    return out
+
+
+def _desired(d: Deployment) -> dict:
+    """Every network's desired state, read from the store as a full comparison reads it."""
+    store = SqliteStore(d.store_path)
+    try:
+        with store.read() as tx:
+            return desired_states(tx, [n.uid for n in iter_all_networks(tx)])
+    finally:
+        store.close()
+
+
+def _first_comparison(out: dict, compare) -> None:
+    """Times a full comparison of every network with the replica (the seed is what netpeer
+    would write: anything found is an error)."""
+    t0, c0 = time.monotonic(), time.process_time()
+    found = compare()
+    out["first_comparison_s"], out["first_comparison_cpu_s"] = time.monotonic() - t0, time.process_time() - c0
+    if found:
+        raise RuntimeError(f"the seed is not what netpeer would write: {len(found)} difference(s)")
+
+
+def replicate_plain(d: Deployment, collector: str = "netpeerd") -> dict:
+    """The same rows as ``replicate``, through ``PlainNb`` (plain values), then the same full comparison."""
+    rss0, blocks0 = _settled_rss_kib(), sys.getallocatedblocks()
+    before = gc.get_threshold()
+    gc.set_threshold(*COLLECTORS[collector])
+    t0, c0 = time.monotonic(), time.process_time()
+    try:
+        with PlainNb(d.ovn.nb_remote, COLUMNS) as nb:
+            nb.monitor()
+            out = {"collector": collector, "wall_s": time.monotonic() - t0, "cpu_s": time.process_time() - c0}
+            out["rows"] = sum(len(rows) for rows in nb.tables.values())
+            out["rss_added_mib"] = (_settled_rss_kib() - rss0) / 1024
+            out["objects_added"] = sys.getallocatedblocks() - blocks0
+            _first_comparison(out, lambda: nb.diff(OWNER, (
+                row for state in _desired(d).values() for row in dataplane.desired_rows(OWNER, state))))
+    finally:
+        gc.set_threshold(*before)
     return out
 
 
@@ -103,11 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--collectors", default="netpeerd",
                     help="comma-separated, alternated in each repeat: netpeerd (its thresholds), python (defaults)")
+    ap.add_argument("--clients", default="netpeer",
+                    help="comma-separated, alternated in each repeat: netpeer (its backend), json (plain values)")
     args = ap.parse_args(argv)
     collectors = args.collectors.split(",")
     for c in collectors:
         if c not in COLLECTORS:
             ap.error(f"--collectors: unknown collector {c!r} (known: {', '.join(COLLECTORS)})")
+    clients = {"netpeer": replicate, "json": replicate_plain}
+    chosen = args.clients.split(",")
+    for c in chosen:
+        if c not in clients:
+            ap.error(f"--clients: unknown client {c!r} (known: {', '.join(clients)})")
     results = []
     for n in [int(x) for x in args.sizes.split(",")]:
         with Deployment(chassis=False) as d:
@@ -116,12 +179,14 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{n} networks: seeding")
             row = {"networks": n, "seed": d.seed(Topology(n)), "load_before": load_average(), "runs": []}
             for k in range(args.repeat):
-                for c in collectors:
-                    row["runs"].append(replicate(d, c))
-                    log(f"{n} networks, run {k + 1}: {json.dumps(row['runs'][-1])}")
+                for client in chosen:
+                    for c in collectors:
+                        row["runs"].append({"client": client, **clients[client](d, c)})
+                        log(f"{n} networks, run {k + 1}: {json.dumps(row['runs'][-1])}")
             row["load_after"] = load_average()
-            row["us_cpu_per_row"] = {c: sorted(1e6 * r["cpu_s"] / r["rows"] for r in row["runs"] if r["collector"] == c)
-                                     for c in collectors}
+            row["us_cpu_per_row"] = {f"{client}/{c}": sorted(1e6 * r["cpu_s"] / r["rows"] for r in row["runs"]
+                                                              if r["collector"] == c and r["client"] == client)
+                                     for client in chosen for c in collectors}
             results.append(row)
     json.dump(results, sys.stdout, indent=1)
     print()

@@ -31,12 +31,13 @@ def test_quick_run_writes_every_section(tmp_path):
         assert summary[section], f"summary section {section!r} is empty"
     for size in data["scale"].values():
         assert {"bind", "traffic", "lflows", "memory_end_kib"} <= set(size)
-    assert data["bulk"]["rows_api"] == data["bulk"]["rows_raw"] == data["bulk"]["rows_batch"] \
-        == data["bulk"]["rows_ovn_alone"]
-    assert data["bulk"]["ovn_alone"]["rows_changed"] > 0
+    bulk = data["bulk"]
+    assert bulk["rows_api"] == bulk["rows_raw"] == bulk["rows_batch"] == bulk["rows_ovn_alone"] \
+        == bulk["rows_plain_alone"]
+    assert bulk["ovn_alone"]["rows_changed"] > 0 and bulk["plain_alone"]["operations"] > 0
     md = (out / "results.md").read_text()
     for heading in ("## Targets", "Bulk apply", "API in batches", "OVN layer alone",
-                    "OpenTofu and Pulumi, same resources"):
+                    "plain values over bare JSON-RPC", "OpenTofu and Pulumi, same resources"):
         assert heading in md, heading
     assert set(data["tofu"]["startup"]) == {"plain", "mutual TLS"}
     assert set(data["stores"]["variants"]) == {"sqlite", "postgresql x1", "postgresql x2"}
