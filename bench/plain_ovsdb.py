@@ -1,12 +1,13 @@
 """What OVSDB costs netpeer without python-ovs's objects: a measurement.
 
 ``PlainNb`` speaks JSON-RPC to the NB's unix socket itself and keeps the
-rows it monitors as plain Python values (a map a dict, a set a list, a uuid
-its string), applying ``update2`` notifications as they come. It writes with
-one ``transact`` of operations built directly. It is not a client: no
-reconnection, no leader check, no echo, no locks; it exists so that the
-benchmarks (``bench.replica --clients``, ``bench.bulk``) can put a number on
-the part of netpeer's time that is python-ovs's row, Datum and Atom objects.
+rows it monitors in netpeer's plain replica (``netpeer.ovn.plain``: a map a
+dict, a set a tuple, a uuid its string), applying ``update2`` notifications
+as they come. It writes with one ``transact`` of operations built directly.
+It is not a client: no reconnection, no leader check, no echo, no locks; it
+exists so that the benchmarks (``bench.replica --clients``, ``bench.bulk``)
+can put a number on the part of netpeer's time that is python-ovs's row,
+Datum and Atom objects.
 """
 
 from __future__ import annotations
@@ -18,19 +19,8 @@ from typing import Iterable, Iterator
 import ovs.json
 
 from netpeer.ovn import names
+from netpeer.ovn.plain import PlainReplica, columns_from_schema
 from netpeer.ovn.rows import ROOT_TABLES, Row
-
-
-def plain(value):
-    """An OVSDB wire value as plain Python: a map a dict, a set a list, a uuid its string."""
-    if isinstance(value, list):
-        kind, data = value
-        if kind == "map":
-            return {plain(k): plain(v) for k, v in data}
-        if kind == "set":
-            return [plain(v) for v in data]
-        return data   # ["uuid", "..."]
-    return value
 
 
 def wire(value):
@@ -51,43 +41,26 @@ def _norm(value):
 
 
 def _same(have, want) -> bool:
-    """A plain column value against a desired one (a set of one comes bare on the wire)."""
-    if isinstance(want, (list, tuple)) and not isinstance(have, list):
-        have = [have]
+    """A replica value against a desired one (netpeer's rows give an optional value as a list of 0 or 1)."""
+    if isinstance(want, (list, tuple)) and not isinstance(have, tuple):
+        have = [] if have is None else [have]
     return _norm(have) == _norm(want)
-
-
-def _toggle(old: list, diff: list) -> list:
-    """A set after an ``update2`` diff: each listed element is added if absent, removed if present."""
-    out = list(old)
-    for v in diff:
-        if v in out:
-            out.remove(v)
-        else:
-            out.append(v)
-    return out
-
-
-def _merge(old: dict, diff: dict) -> dict:
-    """A map after an ``update2`` diff: a new key is added, the same pair removed, another value replaces."""
-    out = dict(old)
-    for k, v in diff.items():
-        if k in out and out[k] == v:
-            del out[k]
-        else:
-            out[k] = v
-    return out
 
 
 class PlainNb:
     def __init__(self, remote: str, columns: dict[str, list[str]], schema: str = "OVN_Northbound"):
         self.columns = columns
         self.schema = schema
-        self.tables: dict[str, dict[str, dict]] = {t: {} for t in columns}
         self._sock = socket.socket(socket.AF_UNIX)
         self._sock.connect(remote.removeprefix("unix:"))
         self._pending = b""
         self._next_id = 0
+        self.replica = PlainReplica(columns_from_schema(self._until_reply(self._send("get_schema", [schema])),
+                                                        columns), named=ROOT_TABLES)
+
+    @property
+    def tables(self) -> dict[str, dict[str, dict]]:
+        return self.replica.tables
 
     def close(self) -> None:
         self._sock.close()
@@ -125,7 +98,7 @@ class PlainNb:
     def _until_reply(self, rid: int) -> dict:
         for msg in self._messages():
             if msg.get("method") == "update2":
-                self._apply(msg["params"][1])
+                self.replica.apply(msg["params"][1])
             elif msg.get("id") == rid:
                 if msg.get("error"):
                     raise RuntimeError(f"NB error: {msg['error']}")
@@ -136,7 +109,7 @@ class PlainNb:
         """The initial rows of every monitored table, then their updates with each later reply."""
         rid = self._send("monitor_cond", [self.schema, None,
                                           {t: [{"columns": c}] for t, c in self.columns.items()}])
-        self._apply(self._until_reply(rid))
+        self.replica.apply(self._until_reply(rid))
 
     def transact(self, ops: list[dict]) -> list:
         """One transaction; returns once its reply (and the updates before it) are in."""
@@ -146,40 +119,16 @@ class PlainNb:
             raise RuntimeError(f"transaction failed: {errors[0]}")
         return result
 
-    def _apply(self, updates: dict) -> None:
-        for table, rows in updates.items():
-            mine = self.tables[table]
-            for uuid, change in rows.items():
-                if "initial" in change or "insert" in change:
-                    new = change.get("initial", change.get("insert"))
-                    mine[uuid] = {col: plain(v) for col, v in new.items()}
-                elif "modify" in change:
-                    row = mine[uuid]
-                    for col, v in change["modify"].items():
-                        value, old = plain(v), row.get(col)
-                        if isinstance(old, dict) and isinstance(value, dict):
-                            row[col] = _merge(old, value)
-                        elif isinstance(old, list) and isinstance(value, list):
-                            row[col] = _toggle(old, value)
-                        elif isinstance(old, list):   # a set of one, sent bare
-                            row[col] = _toggle(old, [value])
-                        else:
-                            row[col] = value
-                elif "delete" in change:
-                    mine.pop(uuid, None)
-
     def diff(self, owner: str, desired: Iterable[Row]) -> list[dict]:
         """The operations that make ``desired`` rows true: the missing ones
         inserted and hung under their parents, the differing ones updated.
         (Rows to delete are not looked for: the benchmarks only add.)"""
-        by_id, by_name = {}, {}
+        by_id = {}
         for table, rows in self.tables.items():
             for uuid, row in rows.items():
                 ext = row.get("external_ids")
-                if isinstance(ext, dict) and ext.get(names.OWNER) == owner:
+                if ext and ext.get(names.OWNER) == owner:
                     by_id[ext.get(names.ID)] = (table, uuid, row)
-                if table in ROOT_TABLES:
-                    by_name[(table, row["name"])] = uuid
         ops: list[dict] = []
         hang: dict[tuple[str, str, str], list] = {}
         for want in desired:
@@ -201,6 +150,7 @@ class PlainNb:
                 ops.append({"op": "update", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]],
                             "row": changed})
         for (table, name, column), refs in hang.items():
-            ops.append({"op": "mutate", "table": table, "where": [["_uuid", "==", ["uuid", by_name[(table, name)]]]],
+            parent = self.replica.by_name(table, name)[0]
+            ops.append({"op": "mutate", "table": table, "where": [["_uuid", "==", ["uuid", parent]]],
                         "mutations": [[column, "insert", ["set", refs]]]})
         return ops
