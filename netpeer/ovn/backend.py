@@ -38,7 +38,8 @@ from netpeer.errors import FailedPrecondition, Unavailable
 from netpeer.ovn import _idl, early, names, rows
 from netpeer.ovn.changes import ChangeTracker
 from netpeer.ovn.ic_rows import SiteContext
-from netpeer.ovn.owned import ForeignRowConflict, MissingRow, _OwnedRows
+from netpeer.ovn.owned import _OwnedRows
+from netpeer.ovn.plan import ForeignRowConflict, MissingRow, missing_transit_switch
 from netpeer.ovn.names import NB_SCHEMA
 from netpeer.ovn.ports import InstancePort, InstancePorts
 from netpeer.ovn.rows import CHILD_COLUMNS, ROOT_TABLES, Row
@@ -167,9 +168,7 @@ class SyncNetworks(_OwnedRows):
             parent = created_roots[key] = self._lookup(*key)
         if parent is None:
             if want.parent.name.startswith(names.TRANSIT_PREFIX):
-                raise MissingRow(f"transit switch {want.parent.name} does not exist in this site's NB: the link "
-                                 "between the two sites is not set up (see docs/cross-site.md, what an operator "
-                                 "deploys per site)")
+                raise missing_transit_switch(want.parent.name)
             raise RuntimeError(f"{want.parent.table} {want.parent.name} missing for {want.ident}")
         parent.addvalue(want.parent.column, row)
 

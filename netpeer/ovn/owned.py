@@ -6,34 +6,16 @@ the connection; the decision of what is ours is still made in one place.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from ovsdbapp.backend.ovs_idl import command as ovs_command
 
 from netpeer.ovn import _idl, names, rows
 from netpeer.ovn.ic_rows import Ref
+from netpeer.ovn.plan import ForeignRowConflict, missing_ref, normalized
 from netpeer.ovn.rows import CHILD_COLUMNS, MANAGED_KINDS, ROOT_TABLES, Row
 
 _get = _idl.read_column
-
-def _norm(value):
-    """Column values compare as sets where OVSDB stores sets."""
-    if isinstance(value, (str, int)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return sorted(str(v) for v in value)
-    if isinstance(value, Mapping):
-        return {str(k): str(v) for k, v in value.items()}
-    return value
-
-
-class ForeignRowConflict(Exception):
-    """A row that is not ours has the name of one of our rows."""
-
-
-class MissingRow(Exception):
-    """A row we refer to or hang ours under (the site's gateway group, a
-    transit switch) does not exist: the site is not set up for it."""
 
 
 class _OwnedRows(ovs_command.BaseCommand):
@@ -70,8 +52,7 @@ class _OwnedRows(ovs_command.BaseCommand):
         if isinstance(value, Ref):
             row = self._lookup(value.table, value.name)
             if row is None:
-                raise MissingRow(f"{value.table} {value.name} does not exist: this site's gateways are not set up "
-                                 "(see docs/cross-site.md, what an operator deploys per site)")
+                raise missing_ref(value.table, value.name)
             return [row]
         return value
 
@@ -80,7 +61,7 @@ class _OwnedRows(ovs_command.BaseCommand):
             target = self._lookup(want.table, want.name)
             rows_ = have if isinstance(have, (list, tuple)) else [have]
             return target is not None and [r.uuid for r in rows_ if r is not None] == [target.uuid]
-        return _norm(have) == _norm(want)
+        return normalized(have) == normalized(want)
 
     def _transit_children(self, uid: str, found: dict, wanted) -> None:
         """Adds to ``found`` the rows of ``uid`` on transit switches (switches

@@ -46,6 +46,11 @@ STATE_KIND = "state"   # the stamp's marker row (names.state_marker)
 ROOT_TABLES = ("Logical_Router", "Logical_Switch", "Address_Set")
 CHILD_COLUMNS = (("Logical_Router", "ports"), ("Logical_Router", "static_routes"),
                  ("Logical_Router", "policies"), ("Logical_Switch", "ports"))
+# The table of the rows each of those columns holds.
+CHILD_TABLES = {("Logical_Router", "ports"): "Logical_Router_Port",
+                ("Logical_Router", "static_routes"): "Logical_Router_Static_Route",
+                ("Logical_Router", "policies"): "Logical_Router_Policy",
+                ("Logical_Switch", "ports"): "Logical_Switch_Port"}
 
 # Router policy priorities (OVN allows 0-32767). Higher wins; one stage.
 PRIO_ALLOW_IN = 2000   # from a peer port, from that peer's prefixes, to ours (one row per network)

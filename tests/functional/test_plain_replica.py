@@ -12,73 +12,10 @@ column) and deletes that follow.
 
 from __future__ import annotations
 
-import socket
-import time
-
-import ovs.json
-
-from netpeer.ovn.backend import COLUMNS, NB_SCHEMA
-from netpeer.ovn.plain import PlainReplica, columns_from_schema
+from netpeer.ovn.plain import PlainReplica
+from tests.functional.nbfeed import Feed
 from tests.functional.test_repair import bind
-from tests.functional.test_replica import MOVING, StockIdl, catch_up, open_idl
-
-
-class Feed:
-    """A bare JSON-RPC connection to the NB that feeds a PlainReplica."""
-
-    def __init__(self, remote: str):
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(remote.removeprefix("unix:"))
-        self.sock.settimeout(30)
-        self.pending = b""
-        self.next_id = 0
-        self.replica: PlainReplica | None = None
-
-    def call(self, method: str, params: list):
-        self.next_id += 1
-        rid = self.next_id
-        self.sock.sendall(ovs.json.to_string({"method": method, "params": params, "id": rid}).encode())
-        while True:
-            msg = self.receive()
-            if msg.get("method") == "update2":
-                self.replica.apply(msg["params"][1])
-            elif msg.get("method") == "echo":
-                self.sock.sendall(ovs.json.to_string({"result": msg["params"], "id": msg["id"]}).encode())
-            elif msg.get("id") == rid:
-                assert msg.get("error") is None, msg
-                return msg["result"]
-
-    def receive(self) -> dict:
-        parser = ovs.json.Parser(check_trailer=False)
-        while True:
-            if not self.pending:
-                self.pending = self.sock.recv(1 << 16)
-                assert self.pending, "the NB closed the connection"
-            self.pending = self.pending[parser.feed(self.pending.decode()):]
-            if parser.is_done():
-                msg = parser.finish()
-                assert not isinstance(msg, str), msg
-                return msg
-
-    def start(self, named=("Logical_Router", "Logical_Switch", "Address_Set")) -> PlainReplica:
-        schema = self.call("get_schema", [NB_SCHEMA])
-        self.replica = PlainReplica(columns_from_schema(schema, COLUMNS), named=named)
-        self.replica.apply(self.call("monitor_cond", [NB_SCHEMA, None,
-                                                      {t: [{"columns": c}] for t, c in COLUMNS.items()}]))
-        return self.replica
-
-    def catch_up(self, nb_cfg: str, timeout: float = 30.0) -> None:
-        """Reads updates until NB_Global's nb_cfg is ``nb_cfg`` (an echo is the round trip)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            glob = next(iter(self.replica.tables["NB_Global"].values()), None)
-            if glob is not None and str(glob["nb_cfg"]) == nb_cfg:
-                return
-            self.call("echo", [])
-        raise AssertionError(f"the plain replica did not catch up within {timeout} s")
-
-    def close(self) -> None:
-        self.sock.close()
+from tests.functional.test_replica import MOVING, StockIdl, add_their_rows, catch_up, change_their_rows, open_idl
 
 
 def oracle(idl) -> dict:
@@ -126,15 +63,7 @@ def sync(nb, idl, feed) -> None:
 def test_plain_replica_matches_python_ovs(netpeerd):
     nb = netpeerd.ovn
     bind(netpeerd)
-    # Rows netpeer does not write, with the shapes a decoder can get wrong:
-    # optional values (set, changed, cleared), empty and one-element sets,
-    # integers, booleans, maps with pairs added, replaced and removed.
-    nb.nbctl("lr-add", "their-router", "--", "set", "Logical_Router", "their-router",
-             "external_ids:team=x", "external_ids:note=one", "options:always_learn_from_arp_request=false")
-    nb.nbctl("ls-add", "their-switch", "--", "lsp-add", "their-switch", "p1",
-             "--", "lsp-set-addresses", "p1", "00:00:00:00:00:01 192.0.2.1", "00:00:00:00:00:02")
-    nb.nbctl("lr-policy-add", "their-router", "100", "ip4.src == 192.0.2.0/24", "drop")
-    nb.nbctl("create", "Address_Set", "name=their_set", "addresses=[]")
+    add_their_rows(nb)   # and an optional value, set, changed and cleared below
     nb.nbctl("lrp-add", "their-router", "rp0", "00:00:00:00:01:00", "192.0.2.253/24", "peer=rp9")
     idl, feed = open_idl(StockIdl, nb.nb_remote), Feed(nb.nb_remote)
     try:
@@ -147,16 +76,9 @@ def test_plain_replica_matches_python_ovs(netpeerd):
         assert ports["rp0"]["peer"] == "rp9" and ports["rp0"]["networks"] == ("192.0.2.253/24",)
         assert ports["rp0"]["ha_chassis_group"] is None
 
-        nb.nbctl("lrp-add", "their-router", "rp1", "00:00:00:00:01:01", "192.0.2.254/24", "198.51.100.1/24")
-        nb.nbctl("lsp-add", "their-switch", "p2", "--", "lsp-set-type", "p2", "router")
-        nb.nbctl("set", "Logical_Router", "their-router", "external_ids:team=y")
-        nb.nbctl("remove", "Logical_Router", "their-router", "external_ids", "note")
-        nb.nbctl("lsp-set-addresses", "p1")
-        nb.nbctl("set", "Address_Set", "their_set", "addresses=\"10.9.0.0/16\"")
+        change_their_rows(nb)
         nb.nbctl("set", "Logical_Router_Port", "rp0", "peer=rp8")
         nb.nbctl("set", "Logical_Router_Port", "rp1", "peer=rp0")
-        nb.nbctl("lr-policy-add", "their-router", "200", "ip4.dst == 203.0.113.0/24", "allow")
-        nb.nbctl("lr-policy-del", "their-router", "100", "ip4.src == 192.0.2.0/24")
         nb.nbctl("lr-add", "renamed-later")
         sync(nb, idl, feed)
         second = oracle(idl)

@@ -80,21 +80,37 @@ def sync(nb, idls) -> None:
         catch_up(idl, cfg)
 
 
-@pytest.mark.parametrize("sample", [None, 2], ids=["memo-default", "memo-given-up"])
-def test_replica_matches_python_ovs(netpeerd, monkeypatch, sample):
-    if sample is not None:   # every column whose values do not repeat gives its memo up at once
-        monkeypatch.setattr(_idl._Memo, "SAMPLE", sample)
-    nb = netpeerd.ovn
-    bind(netpeerd)
-    # Rows netpeer does not write, with the shapes a decoder can get wrong:
-    # an optional reference, empty and one-element sets, integers, booleans,
-    # maps with shared and unique values.
+def add_their_rows(nb) -> None:
+    """Rows netpeer does not write, with the shapes a decoder can get wrong:
+    an optional reference, empty and one-element sets, integers, booleans,
+    maps with shared and unique values."""
     nb.nbctl("lr-add", "their-router", "--", "set", "Logical_Router", "their-router",
              "external_ids:team=x", "external_ids:note=one", "options:always_learn_from_arp_request=false")
     nb.nbctl("ls-add", "their-switch", "--", "lsp-add", "their-switch", "p1",
              "--", "lsp-set-addresses", "p1", "00:00:00:00:00:01 192.0.2.1", "00:00:00:00:00:02")
     nb.nbctl("lr-policy-add", "their-router", "100", "ip4.src == 192.0.2.0/24", "drop")
     nb.nbctl("create", "Address_Set", "name=their_set", "addresses=[]")
+
+
+def change_their_rows(nb) -> None:
+    """Inserts, changes (to, from and between defaults) and deletes of those rows."""
+    nb.nbctl("lrp-add", "their-router", "rp1", "00:00:00:00:01:01", "192.0.2.254/24", "198.51.100.1/24")
+    nb.nbctl("lsp-add", "their-switch", "p2", "--", "lsp-set-type", "p2", "router")
+    nb.nbctl("set", "Logical_Router", "their-router", "external_ids:team=y")
+    nb.nbctl("remove", "Logical_Router", "their-router", "external_ids", "note")
+    nb.nbctl("lsp-set-addresses", "p1")
+    nb.nbctl("set", "Address_Set", "their_set", "addresses=\"10.9.0.0/16\"")
+    nb.nbctl("lr-policy-add", "their-router", "200", "ip4.dst == 203.0.113.0/24", "allow")
+    nb.nbctl("lr-policy-del", "their-router", "100", "ip4.src == 192.0.2.0/24")
+
+
+@pytest.mark.parametrize("sample", [None, 2], ids=["memo-default", "memo-given-up"])
+def test_replica_matches_python_ovs(netpeerd, monkeypatch, sample):
+    if sample is not None:   # every column whose values do not repeat gives its memo up at once
+        monkeypatch.setattr(_idl._Memo, "SAMPLE", sample)
+    nb = netpeerd.ovn
+    bind(netpeerd)
+    add_their_rows(nb)
     ours, stock = open_idl(_idl.Idl, nb.nb_remote), open_idl(StockIdl, nb.nb_remote)
     try:
         sync(nb, [ours, stock])
@@ -102,15 +118,7 @@ def test_replica_matches_python_ovs(netpeerd, monkeypatch, sample):
         assert sum(len(rows) for rows in first.values()) > 20
         assert replica(ours) == first
 
-        # Inserts, changes (to, from and between defaults) and deletes after the initial replication.
-        nb.nbctl("lrp-add", "their-router", "rp1", "00:00:00:00:01:01", "192.0.2.254/24", "198.51.100.1/24")
-        nb.nbctl("lsp-add", "their-switch", "p2", "--", "lsp-set-type", "p2", "router")
-        nb.nbctl("set", "Logical_Router", "their-router", "external_ids:team=y")
-        nb.nbctl("remove", "Logical_Router", "their-router", "external_ids", "note")
-        nb.nbctl("lsp-set-addresses", "p1")
-        nb.nbctl("set", "Address_Set", "their_set", "addresses=\"10.9.0.0/16\"")
-        nb.nbctl("lr-policy-add", "their-router", "200", "ip4.dst == 203.0.113.0/24", "allow")
-        nb.nbctl("lr-policy-del", "their-router", "100", "ip4.src == 192.0.2.0/24")
+        change_their_rows(nb)
         sync(nb, [ours, stock])
         second = replica(stock)
         assert second != first

@@ -1,0 +1,248 @@
+"""A sync as OVSDB operations, computed from plain data.
+
+What ``SyncNetworks`` (``netpeer.ovn.backend``) does through python-ovs's
+objects, for netpeer's own OVSDB client: given the plain replica
+(``netpeer.ovn.plain``) and each network's desired rows (``netpeer.ovn.rows``),
+the operations of the one transaction that makes them true, and what it
+changes. Pure: nothing is read but the replica, nothing is written. The same
+rules as today: only rows tagged as ours are changed or deleted, a row of
+someone else's on one of our names stops the network (``ForeignRowConflict``),
+a child that lost its ``netpeer:id`` is deleted and made again, a row a hand
+edit detached from its parent is hung back.
+
+New rows are inserted with a named uuid and hung under an existing parent by
+one ``mutate`` per parent and column; under a parent made in the same
+transaction they go into its insert. A deleted child is taken out of its
+parent first (unless the parent goes too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from netpeer.core.dataplane import SyncReport
+from netpeer.ovn import names, rows
+from netpeer.ovn.ic_rows import Ref
+from netpeer.ovn.plain import PlainReplica
+from netpeer.ovn.rows import CHILD_COLUMNS, MANAGED_KINDS, Row
+
+
+class ForeignRowConflict(Exception):
+    """A row that is not ours has the name of one of our rows."""
+
+
+class MissingRow(Exception):
+    """A row we refer to or hang ours under does not exist."""
+
+
+def missing_ref(table: str, name: str) -> MissingRow:
+    return MissingRow(f"{table} {name} does not exist: this site's gateways are not set up "
+                      "(see docs/cross-site.md, what an operator deploys per site)")
+
+
+def missing_transit_switch(name: str) -> MissingRow:
+    return MissingRow(f"transit switch {name} does not exist in this site's NB: the link between the two sites "
+                      "is not set up (see docs/cross-site.md, what an operator deploys per site)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The operations of one transaction, and what they change. ``cfg_op``:
+    the index of the ``select`` whose reply holds the new ``nb_cfg`` (tracked syncs)."""
+
+    ops: tuple[dict, ...]
+    report: SyncReport
+    cfg_op: int | None = None
+
+
+def wire(value):
+    """A desired column value as OVSDB's wire format (a list is a set, a dict a map)."""
+    if isinstance(value, Mapping):
+        return ["map", [[k, v] for k, v in sorted(value.items())]]
+    if isinstance(value, (list, tuple)):
+        return ["set", [wire(v) for v in value]]
+    return value
+
+
+def normalized(value):
+    """Column values compare as sets where OVSDB stores sets."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return sorted(str(v) for v in value)
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    return value
+
+
+def _where(uuid: str) -> list:
+    return [["_uuid", "==", ["uuid", uuid]]]
+
+
+@dataclasses.dataclass
+class _Found:
+    table: str
+    uuid: str
+    row: Mapping
+    parent: tuple[str, str] | None = None   # (table, uuid)
+    column: str | None = None
+
+
+class _Planner:
+    def __init__(self, replica: PlainReplica, owner: str):
+        self.replica = replica
+        self.owner = owner
+        self.ops: list[dict] = []
+        self.hang: dict[tuple[str, str, str], list] = {}     # (table, uuid, column) -> refs
+        self.new_roots: dict[tuple[str, str], dict] = {}     # (table, name) -> its insert's row
+        self.gone: set[str] = set()
+
+    def _ext(self, row) -> Mapping:
+        return row.get("external_ids") or {}
+
+    def _ours(self, row, kinds=MANAGED_KINDS) -> bool:
+        ext = self._ext(row)
+        return ext.get(names.OWNER) == self.owner and ext.get(names.KIND) in kinds
+
+    def lookup(self, table: str, name: str) -> tuple[str, Mapping] | None:
+        found = self.replica.by_name(table, name)
+        return (found[0], self.replica.tables[table][found[0]]) if found else None
+
+    def _children(self, table: str, uuid: str, row, uid: str, found: dict) -> None:
+        for parent_table, column in CHILD_COLUMNS:
+            if parent_table != table:
+                continue
+            child_table = rows.CHILD_TABLES[(table, column)]
+            for ref in row.get(column, ()):
+                child = self.replica.tables[child_table].get(ref)
+                if child is None:
+                    continue
+                ext = self._ext(child)
+                if self._ours(child) and ext.get(names.NETWORK) == uid:
+                    found[ext.get(names.ID) or f"malformed/{ref}"] = _Found(child_table, ref, child, (table, uuid),
+                                                                             column)
+
+    def actual(self, uid: str, wanted) -> dict[str, _Found]:
+        """ident -> what the replica holds of network ``uid``."""
+        found: dict[str, _Found] = {}
+        for table, name in rows.root_names(uid):
+            hit = self.lookup(table, name)
+            if hit is None:
+                continue
+            uuid, root = hit
+            if not self._ours(root):
+                raise ForeignRowConflict(
+                    f"{table} {name} exists but is not owned by netpeer "
+                    f"(owner {self.owner!r}); remove or rename it so network {uid} can be programmed")
+            ident = self._ext(root).get(names.ID) or rows.ident_of_root(table, uid, name)
+            found[ident] = _Found(table, uuid, root)
+            self._children(table, uuid, root, uid, found)
+        switches = {w.parent.name for w in wanted if w.parent is not None and w.parent.table == "Logical_Switch"
+                    and w.parent.name.startswith(names.TRANSIT_PREFIX)}
+        switches |= {self._ext(f.row).get(names.TRANSIT_SWITCH) for f in found.values()}
+        for ts in sorted(s for s in switches if s):
+            hit = self.lookup("Logical_Switch", ts)
+            if hit is not None and not self._ours(hit[1]):
+                self._children("Logical_Switch", hit[0], hit[1], uid, found)
+        return found
+
+    def value(self, value):
+        if isinstance(value, Ref):
+            hit = self.lookup(value.table, value.name)
+            if hit is None:
+                raise missing_ref(value.table, value.name)
+            return ["uuid", hit[0]]
+        return wire(value)
+
+    def same(self, have, want) -> bool:
+        if isinstance(want, Ref):
+            hit = self.lookup(want.table, want.name)
+            held = list(have) if isinstance(have, tuple) else [] if have is None else [have]
+            return hit is not None and held == [hit[0]]
+        if isinstance(want, (list, tuple)) and not isinstance(have, tuple):
+            have = [] if have is None else [have]   # an optional value: desired as a list of 0 or 1
+        return normalized(have) == normalized(want)
+
+    def attach(self, want: Row, ref: list) -> None:
+        key = (want.parent.table, want.parent.name)
+        new = self.new_roots.get(key)
+        if new is not None:
+            new.setdefault(want.parent.column, ["set", []])[1].append(ref)
+            return
+        hit = self.lookup(*key)
+        if hit is None:
+            if want.parent.name.startswith(names.TRANSIT_PREFIX):
+                raise missing_transit_switch(want.parent.name)
+            raise MissingRow(f"{want.parent.table} {want.parent.name} missing for {want.ident}")
+        self.hang.setdefault((want.parent.table, hit[0], want.parent.column), []).append(ref)
+
+    def sync_one(self, uid: str, wanted: list[Row]) -> SyncReport:
+        actual = self.actual(uid, wanted)
+        created = updated = deleted = 0
+        for want in wanted:
+            have = actual.pop(want.ident, None)
+            if have is not None:
+                changed = {c: self.value(v) for c, v in want.columns.items() if not self.same(have.row.get(c), v)}
+                if dict(self._ext(have.row)) != dict(want.external_ids):
+                    changed["external_ids"] = wire(dict(want.external_ids))
+                if changed:
+                    self.ops.append({"op": "update", "table": have.table, "where": _where(have.uuid), "row": changed})
+                    updated += 1
+                if want.parent is not None and have.parent is None:
+                    self.attach(want, ["uuid", have.uuid])   # a hand edit detached it
+                continue
+            ref = f"row{len(self.ops)}"
+            row = {c: self.value(v) for c, v in want.columns.items()}
+            row["external_ids"] = wire(dict(want.external_ids))
+            self.ops.append({"op": "insert", "table": want.table, "uuid-name": ref, "row": row})
+            created += 1
+            if want.parent is None:
+                self.new_roots[(want.table, want.columns["name"])] = row
+            else:
+                self.attach(want, ["named-uuid", ref])
+        self.gone |= {f.uuid for f in actual.values()}
+        for f in actual.values():
+            if f.parent is not None and f.parent[1] not in self.gone:
+                self.ops.append({"op": "mutate", "table": f.parent[0], "where": _where(f.parent[1]),
+                                 "mutations": [[f.column, "delete", ["set", [["uuid", f.uuid]]]]]})
+            self.ops.append({"op": "delete", "table": f.table, "where": _where(f.uuid)})
+            deleted += 1
+        return SyncReport(created, updated, deleted)
+
+    def stamp(self, want: Row) -> None:
+        hit = self.lookup(want.table, want.columns["name"])
+        if hit is None:
+            self.ops.append({"op": "insert", "table": want.table, "row": {
+                "name": want.columns["name"], "external_ids": wire(dict(want.external_ids))}})
+            return
+        uuid, row = hit
+        if self._ext(row).get(names.STATE_OF) != self.owner:
+            raise ForeignRowConflict(f"{want.table} {want.columns['name']} exists but is not netpeer's state marker "
+                                     f"(owner {self.owner!r}); remove or rename it")
+        if dict(self._ext(row)) != dict(want.external_ids):
+            self.ops.append({"op": "update", "table": want.table, "where": _where(uuid),
+                             "row": {"external_ids": wire(dict(want.external_ids))}})
+
+
+def plan_sync(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row] | None],
+              stamp: Row | None = None, track: bool = False) -> Plan:
+    """The transaction that makes each network of ``desired`` (uid -> its
+    rows, or None: the network goes) match, records ``stamp`` (the state
+    marker's row, ``rows.state_row``) and, with ``track``, bumps ``nb_cfg``
+    so every chassis acknowledges it (``Plan.cfg_op``)."""
+    planner = _Planner(replica, owner)
+    report = SyncReport()
+    for uid, wanted in desired.items():
+        report += planner.sync_one(uid, wanted or [])
+    for (table, uuid, column), refs in planner.hang.items():
+        planner.ops.append({"op": "mutate", "table": table, "where": _where(uuid),
+                            "mutations": [[column, "insert", ["set", refs]]]})
+    if stamp is not None:
+        planner.stamp(stamp)
+    cfg_op = None
+    if track:
+        planner.ops.append({"op": "mutate", "table": "NB_Global", "where": [], "mutations": [["nb_cfg", "+=", 1]]})
+        cfg_op = len(planner.ops)
+        planner.ops.append({"op": "select", "table": "NB_Global", "where": [], "columns": ["nb_cfg"]})
+    return Plan(tuple(planner.ops), report, cfg_op)
