@@ -26,6 +26,7 @@ from netpeer.core.dataplane import NetworkState
 from netpeer.daemon import GC_THRESHOLDS
 from netpeer.ovn import rows as dataplane
 from netpeer.ovn.backend import COLUMNS
+from netpeer.ovn.plan import plan_sync
 from netpeer.service.batch import MAX_REQUESTS
 
 from bench import nbctl
@@ -142,18 +143,17 @@ def _ovn_alone(d: Deployment, networks: dict, pairs) -> dict:
 
 
 def _plain_alone(d: Deployment, networks: dict, pairs) -> dict:
-    """The same rows as ``_ovn_alone``, through ``PlainNb`` (rows as plain
-    values, operations built directly): each network's desired rows compared
-    with the replica, the missing ones inserted and hung under their parents,
-    the differing ones updated, in one transaction, its update read back."""
+    """The same rows as ``_ovn_alone``, through ``PlainNb``: the transaction
+    ``netpeer.ovn.plan`` computes from the plain replica, sent, and its
+    update read back into the replica."""
     states = _states(networks, pairs)
     with _collector_as_netpeerd(), PlainNb(d.ovn.nb_remote, COLUMNS) as nb:
         nb.monitor()
         t0 = time.perf_counter()
-        ops = nb.diff(OWNER, (row for state in states.values() for row in dataplane.desired_rows(OWNER, state)))
-        nb.transact(ops)
+        plan = plan_sync(nb.replica, OWNER, {uid: dataplane.desired_rows(OWNER, s) for uid, s in states.items()})
+        nb.transact(list(plan.ops))
         took = time.perf_counter() - t0
-    return {"sync_s": took, "operations": len(ops)}
+    return {"sync_s": took, "operations": len(plan.ops), "rows_changed": plan.report.changed}
 
 
 def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:

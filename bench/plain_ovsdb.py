@@ -3,7 +3,8 @@
 ``PlainNb`` speaks JSON-RPC to the NB's unix socket itself and keeps the
 rows it monitors in netpeer's plain replica (``netpeer.ovn.plain``: a map a
 dict, a set a tuple, a uuid its string), applying ``update2`` notifications
-as they come. It writes with one ``transact`` of operations built directly.
+as they come. It writes with one ``transact`` of the operations ``netpeer.ovn.plan``
+computes from the replica and the desired rows.
 It is not a client: no reconnection, no leader check, no echo, no locks; it
 exists so that the benchmarks (``bench.replica --clients``, ``bench.bulk``)
 can put a number on the part of netpeer's time that is python-ovs's row,
@@ -14,37 +15,12 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import ovs.json
 
-from netpeer.ovn import names
 from netpeer.ovn.plain import PlainReplica, columns_from_schema
-from netpeer.ovn.rows import ROOT_TABLES, Row
-
-
-def wire(value):
-    """A plain value (str, int, bool, list, dict) as OVSDB's wire format."""
-    if isinstance(value, dict):
-        return ["map", [[k, v] for k, v in sorted(value.items())]]
-    if isinstance(value, (list, tuple)):
-        return ["set", list(value)]
-    return value
-
-
-def _norm(value):
-    if isinstance(value, (list, tuple)):
-        return sorted(map(str, value))
-    if isinstance(value, dict):
-        return {str(k): str(v) for k, v in value.items()}
-    return value
-
-
-def _same(have, want) -> bool:
-    """A replica value against a desired one (netpeer's rows give an optional value as a list of 0 or 1)."""
-    if isinstance(want, (list, tuple)) and not isinstance(have, tuple):
-        have = [] if have is None else [have]
-    return _norm(have) == _norm(want)
+from netpeer.ovn.rows import ROOT_TABLES
 
 
 class PlainNb:
@@ -56,7 +32,7 @@ class PlainNb:
         self._pending = b""
         self._next_id = 0
         self.replica = PlainReplica(columns_from_schema(self._until_reply(self._send("get_schema", [schema])),
-                                                        columns), named=ROOT_TABLES)
+                                                        columns), named=ROOT_TABLES + ("HA_Chassis_Group",))
 
     @property
     def tables(self) -> dict[str, dict[str, dict]]:
@@ -118,39 +94,3 @@ class PlainNb:
         if errors:
             raise RuntimeError(f"transaction failed: {errors[0]}")
         return result
-
-    def diff(self, owner: str, desired: Iterable[Row]) -> list[dict]:
-        """The operations that make ``desired`` rows true: the missing ones
-        inserted and hung under their parents, the differing ones updated.
-        (Rows to delete are not looked for: the benchmarks only add.)"""
-        by_id = {}
-        for table, rows in self.tables.items():
-            for uuid, row in rows.items():
-                ext = row.get("external_ids")
-                if ext and ext.get(names.OWNER) == owner:
-                    by_id[ext.get(names.ID)] = (table, uuid, row)
-        ops: list[dict] = []
-        hang: dict[tuple[str, str, str], list] = {}
-        for want in desired:
-            have = by_id.get(want.ident)
-            if have is None:
-                ref = f"row{len(ops)}"
-                ops.append({"op": "insert", "table": want.table, "uuid-name": ref,
-                            "row": {**{c: wire(v) for c, v in want.columns.items()},
-                                    "external_ids": wire(dict(want.external_ids))}})
-                if want.parent is not None:
-                    hang.setdefault((want.parent.table, want.parent.name, want.parent.column), []).append(
-                        ["named-uuid", ref])
-                continue
-            table, uuid, row = have
-            changed = {c: wire(v) for c, v in want.columns.items() if not _same(row.get(c), v)}
-            if row.get("external_ids") != dict(want.external_ids):
-                changed["external_ids"] = wire(dict(want.external_ids))
-            if changed:
-                ops.append({"op": "update", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]],
-                            "row": changed})
-        for (table, name, column), refs in hang.items():
-            parent = self.replica.by_name(table, name)[0]
-            ops.append({"op": "mutate", "table": table, "where": [["_uuid", "==", ["uuid", parent]]],
-                        "mutations": [[column, "insert", ["set", refs]]]})
-        return ops

@@ -44,6 +44,7 @@ from netpeer.daemon import GC_THRESHOLDS
 from netpeer.ovn import _idl
 from netpeer.ovn import rows as dataplane
 from netpeer.ovn.backend import COLUMNS, OvnBackend
+from netpeer.ovn.plan import plan_sync
 from netpeer.service.writes import desired_states
 from netpeer.store.base import iter_all_networks
 from netpeer.store.sqlite import SqliteStore
@@ -146,8 +147,8 @@ def replicate_plain(d: Deployment, collector: str = "netpeerd") -> dict:
             out["rows"] = sum(len(rows) for rows in nb.tables.values())
             out["rss_added_mib"] = (_settled_rss_kib() - rss0) / 1024
             out["objects_added"] = sys.getallocatedblocks() - blocks0
-            _first_comparison(out, lambda: nb.diff(OWNER, (
-                row for state in _desired(d).values() for row in dataplane.desired_rows(OWNER, state))))
+            _first_comparison(out, lambda: plan_sync(nb.replica, OWNER, {
+                uid: dataplane.desired_rows(OWNER, state) for uid, state in _desired(d).items()}).ops)
     finally:
         gc.set_threshold(*before)
     return out
