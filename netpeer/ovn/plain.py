@@ -29,6 +29,8 @@ import dataclasses
 import enum
 from typing import Callable, Iterable, Mapping
 
+_MISSING = object()
+
 #: What a scalar column holds when an insert leaves it out, by atomic type.
 _DEFAULTS = {"integer": 0, "real": 0.0, "boolean": False, "string": "",
              "uuid": "00000000-0000-0000-0000-000000000000"}
@@ -173,8 +175,15 @@ class PlainReplica:
                     given = change.get("initial", change.get("insert"))
                     if given is None:
                         raise ValueError(f"{table} row {uuid}: unknown row update {sorted(change)}")
-                    new = {name: decode(column, given[name]) if name in given else column.default
-                           for name, column in columns.items()}
+                    new = {}
+                    for name, column in columns.items():
+                        value = given.get(name, _MISSING)
+                        if value is _MISSING:
+                            new[name] = column.default
+                        elif type(value) is not list and column.kind is not Kind.SET:
+                            new[name] = value   # a scalar or optional atom, sent bare: the common case
+                        else:
+                            new[name] = decode(column, value)
                     mine[uuid] = new
                 self._index(table, uuid, old, new)
                 if self.on_change is not None:
