@@ -13,12 +13,12 @@ Datum and Atom objects.
 
 from __future__ import annotations
 
+import collections
 import json
 import socket
 from typing import Iterator
 
-import ovs.json
-
+from netpeer.ovn.framing import Framer
 from netpeer.ovn.plain import PlainReplica, columns_from_schema
 from netpeer.ovn.rows import ROOT_TABLES
 
@@ -29,7 +29,8 @@ class PlainNb:
         self.schema = schema
         self._sock = socket.socket(socket.AF_UNIX)
         self._sock.connect(remote.removeprefix("unix:"))
-        self._pending = b""
+        self._framer = Framer()
+        self._queue: collections.deque = collections.deque()
         self._next_id = 0
         self.replica = PlainReplica(columns_from_schema(self._until_reply(self._send("get_schema", [schema])),
                                                         columns), named=ROOT_TABLES + ("HA_Chassis_Group",))
@@ -53,23 +54,14 @@ class PlainNb:
         return self._next_id
 
     def _messages(self) -> Iterator[dict]:
-        """Each message as it is complete, through python-ovs's incremental
-        JSON parser (C), the framing its own connections use: the message is
-        parsed once, as it arrives."""
-        parser = ovs.json.Parser(check_trailer=False)
+        """Each message as it is whole (``netpeer.ovn.framing``: the standard library's parser)."""
         while True:
-            if not self._pending:
-                self._pending = self._sock.recv(1 << 20)
-                if not self._pending:
-                    raise RuntimeError("the NB closed the connection")
-            used = parser.feed(self._pending.decode())   # bytes consumed
-            self._pending = self._pending[used:]
-            if parser.is_done():
-                msg = parser.finish()
-                parser = ovs.json.Parser(check_trailer=False)
-                if isinstance(msg, str):
-                    raise RuntimeError(f"bad JSON from the NB: {msg}")
-                yield msg
+            while self._queue:   # taken off before it is handed on: a message is never handed twice
+                yield self._queue.popleft()
+            data = self._sock.recv(1 << 20)
+            if not data:
+                raise RuntimeError("the NB closed the connection")
+            self._queue.extend(self._framer.feed(data))
 
     def _until_reply(self, rid: int) -> dict:
         for msg in self._messages():

@@ -1,15 +1,17 @@
 """A bare JSON-RPC connection to a test's NB that feeds netpeer's plain
-replica (``netpeer.ovn.plain``) and sends transactions: what the tests of the
+replica (``netpeer.ovn.plain``), reading messages with ``netpeer.ovn.framing``,
+and sends transactions: what the tests of the
 plain replica and of ``netpeer.ovn.plan`` talk to ovsdb-server through."""
 
 from __future__ import annotations
 
+import collections
+import json
 import socket
 import time
 
-import ovs.json
-
 from netpeer.ovn.backend import COLUMNS, NB_SCHEMA
+from netpeer.ovn.framing import Framer
 from netpeer.ovn.plain import PlainReplica, columns_from_schema
 
 
@@ -20,35 +22,31 @@ class Feed:
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect(remote.removeprefix("unix:"))
         self.sock.settimeout(30)
-        self.pending = b""
+        self.framer = Framer()
+        self.queue: collections.deque = collections.deque()
         self.next_id = 0
         self.replica: PlainReplica | None = None
 
     def call(self, method: str, params: list):
         self.next_id += 1
         rid = self.next_id
-        self.sock.sendall(ovs.json.to_string({"method": method, "params": params, "id": rid}).encode())
+        self.sock.sendall(json.dumps({"method": method, "params": params, "id": rid}).encode())
         while True:
             msg = self.receive()
             if msg.get("method") == "update2":
                 self.replica.apply(msg["params"][1])
             elif msg.get("method") == "echo":
-                self.sock.sendall(ovs.json.to_string({"result": msg["params"], "id": msg["id"]}).encode())
+                self.sock.sendall(json.dumps({"result": msg["params"], "id": msg["id"]}).encode())
             elif msg.get("id") == rid:
                 assert msg.get("error") is None, msg
                 return msg["result"]
 
     def receive(self) -> dict:
-        parser = ovs.json.Parser(check_trailer=False)
-        while True:
-            if not self.pending:
-                self.pending = self.sock.recv(1 << 16)
-                assert self.pending, "the NB closed the connection"
-            self.pending = self.pending[parser.feed(self.pending.decode()):]
-            if parser.is_done():
-                msg = parser.finish()
-                assert not isinstance(msg, str), msg
-                return msg
+        while not self.queue:
+            data = self.sock.recv(1 << 16)
+            assert data, "the NB closed the connection"
+            self.queue.extend(self.framer.feed(data))
+        return self.queue.popleft()
 
     def start(self, named=("Logical_Router", "Logical_Switch", "Address_Set")) -> PlainReplica:
         schema = self.call("get_schema", [NB_SCHEMA])
