@@ -6,7 +6,9 @@ the bytes come, and builds every value object by object: most of the CPU of a
 replica kept as plain values (docs/performance.md). ``Framer`` finds the ends
 cheaply instead (strings removed by one regular expression, then the
 braces counted, both in C) and parses each whole message once with
-``json``. A string cut by a chunk's end is scanned again with the next chunk.
+``json``. A string cut by a chunk's end is scanned again with the next chunk;
+messages that end inside a chunk are handed on at once, the next one's start
+kept.
 """
 
 from __future__ import annotations
@@ -19,41 +21,75 @@ import re
 # a 74 MB monitor reply at 10,000 networks).
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _DECODER = json.JSONDecoder()
+# Where one top-level value ends and the next begins, once strings are removed.
+_BETWEEN = re.compile(rb"\}\s*\{")
+
+
+def _open_string(region: bytes) -> int:
+    """Where a string still open at the end of ``region`` starts (-1: none).
+    A quote is a string's edge unless an odd number of backslashes precede
+    it; their parity is counted in C (a quote after j backslashes is found
+    once by each of the patterns of 0..j backslashes), so a long string cut
+    by a chunk's end costs one pass, not one per escaped quote in it."""
+    edges, sign, j = 0, 1, 0
+    while True:
+        found = region.count(b"\\" * j + b'"')
+        if not found:
+            break
+        edges, sign, j = edges + sign * found, -sign, j + 1
+    if edges % 2 == 0:
+        return -1
+    pos = len(region)
+    while True:
+        pos = region.rfind(b'"', 0, pos)
+        before = pos
+        while before > 0 and region[before - 1] == 0x5C:   # the backslashes right before it
+            before -= 1
+        if (pos - before) % 2 == 0:
+            return pos
 
 
 class Framer:
-    """``feed(bytes)`` returns the messages the stream completes, in order,
-    once the bytes received end between two messages: a message followed by
-    part of the next waits for that one's rest (ovsdb-server writes whole
-    messages, so it is on its way)."""
+    """``feed(bytes)`` returns the messages the stream completes, in order."""
 
     def __init__(self) -> None:
         self._buf = bytearray()
-        self._scanned = 0    # bytes of _buf known to be outside any string or counted
-        self._depth = 0      # open braces up to _scanned
+        self._scanned = 0       # bytes of _buf scanned: it ends outside any string
+        self._depth = 0         # braces open at _scanned
+        self._between = False   # a message ended (and another began) before _scanned
+
+    def _scan(self) -> None:
+        region = bytes(self._buf[self._scanned:])
+        cut = _open_string(region)   # scanned again with the next bytes
+        if cut >= 0:
+            region = region[:cut]
+        outside = _STRING.sub(b"", region)
+        self._scanned += len(region)
+        self._depth += outside.count(b"{") - outside.count(b"}")   # messages are objects: braces are enough
+        self._between = self._between or _BETWEEN.search(outside) is not None
 
     def feed(self, data: bytes) -> list:
         self._buf += data
-        region = bytes(self._buf[self._scanned:])
-        outside = _STRING.sub(b"", region)
-        cut = outside.find(b'"')   # a string still open: scan it again with more bytes
-        if cut >= 0:
-            self._scanned += len(region) - (len(outside) - cut)
-            outside = outside[:cut]
-        else:
-            self._scanned += len(region)
-        self._depth += outside.count(b"{") - outside.count(b"}")   # messages are objects: braces are enough
-        if self._depth != 0:   # a message is still open (messages are objects: an open string is inside one)
-            return []
-        # Every value up to _scanned is whole: parse them, keep the rest.
+        self._scan()
+        if self._depth != 0 and not self._between:
+            return []   # the first message is still open
+        # Parse the whole values up to _scanned (with one still open after
+        # them, parsing stops there); keep the rest and scan it again.
         text = self._buf[:self._scanned].decode()
-        del self._buf[:self._scanned]
-        self._scanned = 0
         out, pos, end = [], 0, len(text)
         while True:
             while pos < end and text[pos] in " \t\r\n":
                 pos += 1
             if pos == end:
-                return out
-            value, pos = _DECODER.raw_decode(text, pos)
+                break
+            try:
+                value, pos = _DECODER.raw_decode(text, pos)
+            except ValueError:
+                if self._depth == 0:
+                    raise
+                break   # the open message
             out.append(value)
+        del self._buf[:len(text[:pos].encode())]
+        self._scanned, self._depth, self._between = 0, 0, False
+        self._scan()
+        return out

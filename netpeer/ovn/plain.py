@@ -12,7 +12,7 @@ value is
 - a scalar column's atom (``str``, ``int``, ``float``, ``bool``; a uuid as
   its string),
 - an optional column's atom or ``None``,
-- a set column's atoms as a ``tuple`` (in the server's order),
+- a set column's atoms as a ``tuple`` (in no meaningful order),
 - a map column's pairs as a ``dict``.
 
 It applies the server's ``update2`` notifications (``monitor_cond``) as
@@ -21,6 +21,8 @@ same reading of a diff (a set's listed atoms are toggled, a map's listed
 pairs added, removed when equal or replaced, a single value replaced). It
 does no I/O: a connection feeds it whole messages. Rows are never changed in
 place: an update replaces a row's dict, so a dict handed out stays as it was.
+Readers must not change them either: rows share their columns' defaults
+(one empty map for every row without ``external_ids``).
 """
 
 from __future__ import annotations
@@ -54,13 +56,17 @@ class Column:
         """A column from its ``type`` in an OVSDB schema (RFC 7047, 3.2)."""
         if isinstance(type_, str):
             return cls(name, Kind.SCALAR, _DEFAULTS[type_])
-        key = type_["key"] if isinstance(type_["key"], str) else type_["key"]["type"]
+        def atomic(t):
+            return t if isinstance(t, str) else t["type"]
+        key = atomic(type_["key"])
         lo, hi = type_.get("min", 1), type_.get("max", 1)
+        # An insert that leaves out a column of at least one value holds its
+        # atoms' defaults, as in python-ovs (a map of one pair, a set of one).
         if "value" in type_:
-            return cls(name, Kind.MAP, {})
+            return cls(name, Kind.MAP, {_DEFAULTS[key]: _DEFAULTS[atomic(type_["value"])]} if lo else {})
         if hi == 1:
             return cls(name, Kind.SCALAR, _DEFAULTS[key]) if lo == 1 else cls(name, Kind.OPTIONAL, None)
-        return cls(name, Kind.SET, ())
+        return cls(name, Kind.SET, (_DEFAULTS[key],) if lo else ())
 
 
 def columns_from_schema(schema: Mapping, monitored: Mapping[str, Iterable[str]]) -> dict[str, dict[str, Column]]:
@@ -113,12 +119,12 @@ def apply_diff(column: Column, old, diff):
                 out[k] = v
         return out
     if kind is Kind.SET:
-        out = list(old)
+        out = dict.fromkeys(old)   # a set that keeps an order: a diff costs its own size, not the column's
         for v in _atoms(diff):
             if v in out:
-                out.remove(v)
+                del out[v]
             else:
-                out.append(v)
+                out[v] = None
         return tuple(out)
     return decode(column, diff)
 
@@ -148,7 +154,10 @@ class PlainReplica:
 
     def by_name(self, table: str, name: str) -> tuple[str, ...]:
         """The uuids of ``table``'s rows named ``name`` (names are not unique in every table)."""
-        return tuple(sorted(self._named[table].get(name, ())))
+        index = self._named.get(table)
+        if index is None:
+            raise ValueError(f"{table} rows are not found by name in this replica (named: {sorted(self._named)})")
+        return tuple(sorted(index.get(name, ())))
 
     def apply(self, updates: Mapping[str, Mapping[str, Mapping]]) -> None:
         """Takes a ``monitor_cond`` reply or an ``update2`` notification's

@@ -7,13 +7,14 @@ the operations of the one transaction that makes them true, and what it
 changes. Pure: nothing is read but the replica, nothing is written. The same
 rules as today: only rows tagged as ours are changed or deleted, a row of
 someone else's on one of our names stops the network (``ForeignRowConflict``),
-a child that lost its ``netpeer:id`` is deleted and made again, a row a hand
-edit detached from its parent is hung back.
+a child that lost its ``netpeer:id`` is deleted and made again.
 
 New rows are inserted with a named uuid and hung under an existing parent by
 one ``mutate`` per parent and column; under a parent made in the same
-transaction they go into its insert. A deleted child is taken out of its
-parent first (unless the parent goes too).
+transaction they go into its insert. A child goes by being taken out of its
+parent (OVSDB deletes rows of non-root tables nothing refers to, as python-ovs
+counts on: an explicit delete would fail if a hand edit also hung the row
+elsewhere); a root goes by a ``delete``, its children with it.
 """
 
 from __future__ import annotations
@@ -132,11 +133,12 @@ class _Planner:
         """ident -> what the replica holds of network ``uid``."""
         found: dict[str, _Found] = {}
         for table, name in rows.root_names(uid):
-            hit = self.lookup(table, name)
-            if hit is None:
+            uuids = self.replica.by_name(table, name)
+            if not uuids:
                 continue
-            uuid, root = hit
-            if not self._ours(root):
+            uuid, root = uuids[0], self.replica.tables[table][uuids[0]]
+            if any(not self._ours(self.replica.tables[table][u]) for u in uuids):
+                # Never adopt, change or shadow a row someone else made.
                 raise ForeignRowConflict(
                     f"{table} {name} exists but is not owned by netpeer "
                     f"(owner {self.owner!r}); remove or rename it so network {uid} can be programmed")
@@ -197,7 +199,7 @@ class _Planner:
                     self.ops.append({"op": "update", "table": have.table, "where": _where(have.uuid), "row": changed})
                     updated += 1
                 if want.parent is not None and have.parent is None:
-                    self.attach(want, ["uuid", have.uuid])   # a hand edit detached it
+                    self.attach(want, ["uuid", have.uuid])   # found but not under its parent (as the backend does)
                 continue
             ref = f"row{len(self.ops)}"
             row = {c: self.value(v) for c, v in want.columns.items()}
@@ -210,10 +212,11 @@ class _Planner:
                 self.attach(want, ["named-uuid", ref])
         self.gone |= {f.uuid for f in actual.values()}
         for f in actual.values():
-            if f.parent is not None and f.parent[1] not in self.gone:
+            if f.parent is None:
+                self.ops.append({"op": "delete", "table": f.table, "where": _where(f.uuid)})
+            elif f.parent[1] not in self.gone:
                 self.ops.append({"op": "mutate", "table": f.parent[0], "where": _where(f.parent[1]),
                                  "mutations": [[f.column, "delete", ["set", [["uuid", f.uuid]]]]]})
-            self.ops.append({"op": "delete", "table": f.table, "where": _where(f.uuid)})
             deleted += 1
         return SyncReport(created, updated, deleted)
 
@@ -233,11 +236,12 @@ class _Planner:
 
 
 def plan_sync(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row] | None],
-              stamp: Row | None = None, track: bool = False) -> Plan:
+              marker: Row | None = None, track: bool = False) -> Plan:
     """The transaction that makes each network of ``desired`` (uid -> its
-    rows, or None: the network goes) match, records ``stamp`` (the state
-    marker's row, ``rows.state_row``) and, with ``track``, bumps ``nb_cfg``
-    so every chassis acknowledges it (``Plan.cfg_op``)."""
+    rows, or None: the network goes) match, records the store's stamp on
+    ``marker`` (the state marker's row, ``rows.state_row``) and, with
+    ``track``, when it changes anything, bumps ``nb_cfg`` so every chassis
+    acknowledges it (``Plan.cfg_op``; python-ovs bumps it only then too)."""
     planner = _Planner(replica, owner)
     report = SyncReport()
     for uid, wanted in desired.items():
@@ -245,10 +249,10 @@ def plan_sync(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row]
     for (table, uuid, column), refs in planner.hang.items():
         planner.ops.append({"op": "mutate", "table": table, "where": _where(uuid),
                             "mutations": [[column, "insert", ["set", refs]]]})
-    if stamp is not None:
-        planner.stamp(stamp)
+    if marker is not None:
+        planner.stamp(marker)
     cfg_op = None
-    if track:
+    if track and planner.ops:
         planner.ops.append({"op": "mutate", "table": "NB_Global", "where": [], "mutations": [["nb_cfg", "+=", 1]]})
         cfg_op = len(planner.ops)
         planner.ops.append({"op": "select", "table": "NB_Global", "where": [], "columns": ["nb_cfg"]})

@@ -141,3 +141,35 @@ def test_a_foreign_row_on_our_name_stops_its_network(nb):
     settle(ovn, backend, feed)
     with pytest.raises(ForeignRowConflict, match=f"Logical_Router {names.router(net.uid)} exists but is not owned"):
         plan_sync(feed.replica, OWNER, desired_rows(states({7: net}, [])))
+
+
+def test_a_child_hung_elsewhere_by_hand_is_only_taken_out_of_ours(nb):
+    """A child goes by leaving its parent (OVSDB collects it when nothing
+    refers to it): a route of ours that a hand edit also hung under someone
+    else's router stays there, and the unbind still commits."""
+    ovn, backend, feed = nb
+    nets = {i: network(i) for i in range(2)}
+    apply(feed, states(nets, [(0, 1)]))
+    settle(ovn, backend, feed)
+    route = next(u for u, r in feed.replica.tables["Logical_Router_Static_Route"].items()
+                 if r["external_ids"].get(names.NETWORK) == nets[0].uid)
+    ovn.nbctl("lr-add", "their-router", "--", "add", "Logical_Router", "their-router", "static_routes", route)
+    settle(ovn, backend, feed)
+    unbound = states(nets, [])
+    plan = apply(feed, unbound)
+    assert plan.report.deleted > 0
+    agree(ovn, backend, feed, unbound)
+    assert route in ovn.nbctl("--bare", "--columns=static_routes", "list", "Logical_Router", "their-router")
+
+
+def test_a_tracked_plan_bumps_nb_cfg_only_when_it_changes_something(nb):
+    ovn, backend, feed = nb
+    desired = desired_rows(states({0: network(0)}, []))
+    plan = plan_sync(feed.replica, OWNER, desired, track=True)
+    assert plan.cfg_op is not None and plan.ops[-2]["mutations"] == [["nb_cfg", "+=", 1]]
+    before = int(ovn.nbctl("get", "NB_Global", ".", "nb_cfg").strip())
+    result = feed.transact(list(plan.ops))
+    assert result[plan.cfg_op]["rows"][0]["nb_cfg"] == before + 1
+    settle(ovn, backend, feed)
+    again = plan_sync(feed.replica, OWNER, desired, track=True)
+    assert again.ops == () and again.cfg_op is None

@@ -9,7 +9,10 @@ import random
 
 import pytest
 
+from netpeer.ovn import framing
 from netpeer.ovn.framing import Framer
+
+STRING = framing._STRING
 
 MESSAGES = [
     {"id": 1, "result": {"Logical_Router": {"u1": {"initial": {"name": "lr-{a}", "external_ids": [
@@ -43,11 +46,31 @@ def test_random_chunks_give_the_same_messages(seed):
     assert out == MESSAGES * 3
 
 
-def test_messages_are_given_once_the_bytes_end_between_two():
+def test_a_message_is_given_as_soon_as_it_is_whole():
     framer = Framer()
     first, second = (json.dumps(m).encode() for m in MESSAGES[:2])
-    assert framer.feed(first) == [MESSAGES[0]]
-    assert framer.feed(second[:10]) == []
-    assert framer.feed(second[10:] + first[:5]) == []   # the server writes whole messages: the rest is on its way
-    assert framer.feed(first[5:]) == [MESSAGES[1], MESSAGES[0]]
+    assert framer.feed(first + second[:10]) == [MESSAGES[0]]
+    assert framer.feed(second[10:] + first[:5]) == [MESSAGES[1]]
+    assert framer.feed(first[5:]) == [MESSAGES[0]]
     assert framer.feed(b"") == []
+
+
+def test_a_string_cut_by_a_chunk_never_reaches_the_expression(monkeypatch):
+    """The expression that removes strings is only given whole ones: at a
+    string left open by a chunk's end it would start again at each escaped
+    quote inside it, to the chunk's end (quadratic for a long match)."""
+    value = 'inport == {' + ", ".join(f'"np-peer-{i:05d}"' for i in range(2000)) + '}'
+    data = json.dumps({"method": "update2", "params": [None, {"match": value}], "id": None}).encode()
+    given = []
+
+    class Watched:
+        def sub(self, repl, region):
+            given.append(region)
+            return STRING.sub(repl, region)
+    monkeypatch.setattr(framing, "_STRING", Watched())
+    framer, out = Framer(), []
+    for k in range(0, len(data), 4096):
+        out += framer.feed(data[k:k + 4096])
+    assert out == [json.loads(data)]
+    assert len(given) > 10 and all(framing._open_string(region) == -1 for region in given)
+    assert sum(map(len, given)) < 2 * len(data)

@@ -18,8 +18,11 @@ SCHEMA = {"tables": {"T": {"columns": {
     "addrs": {"type": {"key": "string", "min": 0, "max": "unlimited"}},
     "ports": {"type": {"key": {"type": "uuid", "refTable": "T"}, "min": 0, "max": "unlimited"}},
     "ext": {"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}},
+    "nets": {"type": {"key": "string", "min": 1, "max": "unlimited"}},
+    "pairs": {"type": {"key": "string", "value": "integer", "min": 1, "max": "unlimited"}},
 }}}}
-COLS = columns_from_schema(SCHEMA, {"T": ["name", "n", "flag", "peer", "ref", "addrs", "ports", "ext"]})["T"]
+COLS = columns_from_schema(SCHEMA, {"T": ["name", "n", "flag", "peer", "ref", "addrs", "ports", "ext", "nets",
+                                          "pairs"]})["T"]
 U1, U2 = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
 
 
@@ -27,7 +30,8 @@ def test_kinds_and_defaults_come_from_the_schema():
     assert {c.name: (c.kind, c.default) for c in COLS.values()} == {
         "name": (Kind.SCALAR, ""), "n": (Kind.SCALAR, 0), "flag": (Kind.SCALAR, False),
         "peer": (Kind.OPTIONAL, None), "ref": (Kind.OPTIONAL, None), "addrs": (Kind.SET, ()),
-        "ports": (Kind.SET, ()), "ext": (Kind.MAP, {})}
+        "ports": (Kind.SET, ()), "ext": (Kind.MAP, {}),
+        "nets": (Kind.SET, ("",)), "pairs": (Kind.MAP, {"": 0})}   # at least one value: its atoms' defaults
 
 
 @pytest.mark.parametrize("column, wire, value", [
@@ -70,7 +74,7 @@ def test_an_insert_takes_the_defaults_of_the_columns_it_leaves_out():
     r = replica()
     r.apply({"T": {U1: {"insert": {"name": "x", "addrs": "a"}}}})
     assert r.tables["T"][U1] == {"name": "x", "n": 0, "flag": False, "peer": None, "ref": None, "addrs": ("a",),
-                                 "ports": (), "ext": {}}
+                                 "ports": (), "ext": {}, "nets": ("",), "pairs": {"": 0}}
 
 
 def test_rows_are_replaced_not_changed_in_place_and_each_change_is_told():
@@ -97,6 +101,8 @@ def test_rows_are_found_by_name_through_renames_duplicates_and_deletes():
     assert r.by_name("T", "a") == ()
     r.clear()
     assert r.by_name("T", "b") == () and r.tables["T"] == {}
+    with pytest.raises(ValueError, match=r"U rows are not found by name in this replica \(named: \['T'\]\)"):
+        r.by_name("U", "a")
 
 
 def test_updates_it_cannot_place_are_errors():
