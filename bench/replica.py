@@ -23,7 +23,7 @@ with the replica, as netpeerd's first sweep does (``first_comparison_s``).
 ``--clients netpeer,json`` alternates netpeer's backend with
 ``bench.plain_ovsdb.PlainNb``: the same tables and columns over a bare
 JSON-RPC ``monitor_cond``, rows kept as plain Python values (maps as dicts,
-sets as lists, uuids as strings), and the same comparison over them: what
+sets as tuples, uuids as strings), and the same comparison over them: what
 the same work costs without python-ovs's row, Datum and Atom objects.
 """
 
