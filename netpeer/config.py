@@ -46,6 +46,7 @@ from pathlib import Path
 from netpeer.core import validate
 from netpeer.core.models import Quotas
 from netpeer.errors import InvalidArgument
+from netpeer.ovn.connection import parse_remotes
 from netpeer.store.base import is_url
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -169,6 +170,10 @@ class Config:
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
             if not isinstance(raw[key], str):
                 raise InvalidArgument.for_field(key, raw[key], "must be a string")
+        try:
+            parse_remotes(raw["ovn_nb"])
+        except ValueError as exc:
+            raise InvalidArgument.for_field("ovn_nb", raw["ovn_nb"], str(exc)) from None
         tls = _table(raw, "tls", {"cert", "key", "client_ca"})
         if ("cert" in tls) != ("key" in tls):
             raise InvalidArgument.for_field("tls", "cert/key", "needs both [tls] cert and [tls] key")

@@ -147,3 +147,11 @@ def test_a_full_sweep_interval_shorter_than_the_sweep_interval_is_refused_in_one
     config = Config.load(state_dir / "d.toml")
     assert config.full_sweep_interval == timedelta(hours=6)
     assert Config.load(state_dir / "d.toml").to_toml() == config.to_toml()
+
+
+@pytest.mark.parametrize("remote", ["ssl:10.0.0.5:6641", "tcp:10.0.0.5", "tcp:10.0.0.5:6641,10.0.0.6:6641", "nb.sock"])
+def test_an_ovn_nb_netpeer_cannot_reach_is_refused_in_one_line(state_dir, remote):
+    (state_dir / "c.toml").write_text(f'listen = "127.0.0.1:1"\nstore = "x.db"\novn_nb = "{remote}"\n')
+    one_line = r"^ovn_nb: '.*' has member '.*': each must be unix:PATH or tcp:HOST:PORT \(comma-separated\)$"
+    with pytest.raises(errors.InvalidArgument, match=one_line):
+        Config.load(state_dir / "c.toml")
