@@ -25,12 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from netpeer.core.dataplane import NetworkState
 from netpeer.daemon import GC_THRESHOLDS
 from netpeer.ovn import rows as dataplane
-from netpeer.ovn.backend import COLUMNS
-from netpeer.ovn.plan import plan_sync
 from netpeer.service.batch import MAX_REQUESTS
 
 from bench import nbctl
-from bench.plain_ovsdb import PlainNb
 from bench.deploy import OWNER, Deployment, Topology, peering_name
 
 TABLES = ("Logical_Router_Port", "Logical_Router_Static_Route", "Logical_Router_Policy", "Address_Set")
@@ -142,27 +139,13 @@ def _ovn_alone(d: Deployment, networks: dict, pairs) -> dict:
     return {"sync_s": took, "rows_changed": report.changed}
 
 
-def _plain_alone(d: Deployment, networks: dict, pairs) -> dict:
-    """The same rows as ``_ovn_alone``, through ``PlainNb``: the transaction
-    ``netpeer.ovn.plan`` computes from the plain replica, sent, and its
-    update read back into the replica."""
-    states = _states(networks, pairs)
-    with _collector_as_netpeerd(), PlainNb(d.ovn.nb_remote, COLUMNS) as nb:
-        nb.monitor()
-        t0 = time.perf_counter()
-        plan = plan_sync(nb.replica, OWNER, {uid: dataplane.desired_rows(OWNER, s) for uid, s in states.items()})
-        nb.transact(list(plan.ops))
-        took = time.perf_counter() - t0
-    return {"sync_s": took, "operations": len(plan.ops), "rows_changed": plan.report.changed}
-
-
 def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
     topo = Topology(networks, group=0)
     plist = pair_list(networks, pairs)
     out: dict = {"networks": networks, "pairs": pairs, "api_concurrency": concurrency}
     with Deployment(chassis=False) as api, Deployment(chassis=False) as raw, Deployment(chassis=False) as bat, \
-            Deployment(chassis=False) as alone, Deployment(chassis=False) as plain:
-        sides = (api, raw, bat, alone, plain)
+            Deployment(chassis=False) as alone:
+        sides = (api, raw, bat, alone)
         for d in sides:
             d.start_ovn()
         api.seed(topo)
@@ -172,7 +155,7 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
         bat.wait_sb()
         bat.start_netpeerd()
         # The raw side gets the very same networks (uids), hence the same rows.
-        for d in (raw, alone, plain):
+        for d in (raw, alone):
             d.networks = api.networks
             nbctl.run(d.ovn, nbctl.create_networks(
                 [dataplane.network_rows(OWNER, n, []) for n in api.networks.values()]))
@@ -202,16 +185,14 @@ def run(networks: int = 500, pairs: int = 1000, concurrency: int = 32) -> dict:
         out["ratio_batch"] = out["api_batch"]["total_s"] / out["raw_s"]
         out["ovn_alone"] = _ovn_alone(alone, api.networks, plist)
         out["ratio_ovn_alone"] = out["ovn_alone"]["sync_s"] / out["raw_s"]
-        out["plain_alone"] = _plain_alone(plain, api.networks, plist)
-        out["ratio_plain_alone"] = out["plain_alone"]["sync_s"] / out["raw_s"]
         for d in sides:
             d.northd("resume")
         out["api_until_sb_s"] = api.wait_sb(1200)
         out["raw_until_sb_s"] = raw.wait_sb(1200)
         out["batch_until_sb_s"] = bat.wait_sb(1200)
         out["rows_api"], out["rows_raw"], out["rows_batch"] = nb_counts(api), nb_counts(raw), nb_counts(bat)
-        out["rows_ovn_alone"], out["rows_plain_alone"] = nb_counts(alone), nb_counts(plain)
-        for side in ("api", "batch", "ovn_alone", "plain_alone"):
+        out["rows_ovn_alone"] = nb_counts(alone)
+        for side in ("api", "batch", "ovn_alone"):
             if out[f"rows_{side}"] != out["rows_raw"]:
                 raise RuntimeError(f"{side} and raw wrote different rows: {out[f'rows_{side}']} vs {out['rows_raw']}")
         out["netpeerd_rss_kib"] = api.netpeerd_rss()

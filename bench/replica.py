@@ -20,11 +20,10 @@ the default) and one with Python's own.
 Each run then compares every network's desired rows, read from the store,
 with the replica, as netpeerd's first sweep does (``first_comparison_s``).
 
-``--clients netpeer,json`` alternates netpeer's backend with
-``bench.plain_ovsdb.PlainNb``: the same tables and columns over a bare
-JSON-RPC ``monitor_cond``, rows kept as plain Python values (maps as dicts,
-sets as tuples, uuids as strings), and the same comparison over them: what
-the same work costs without python-ovs's row, Datum and Atom objects.
+``--clients netpeer,python-ovs`` alternates netpeer's backend (its own
+connection, rows as plain values: ``netpeer.ovn.connection``) with
+python-ovs's stock IDL as ovsdbapp uses it, replicating the same tables and
+columns (no comparison on that side: it is the replica alone).
 """
 
 from __future__ import annotations
@@ -41,15 +40,11 @@ import time
 from bench.deploy import OWNER, Deployment, Topology, load_average, rss_kib
 from bench.scale import log
 from netpeer.daemon import GC_THRESHOLDS
-from netpeer.ovn import _idl
-from netpeer.ovn import rows as dataplane
-from netpeer.ovn.backend import COLUMNS, OvnBackend
-from netpeer.ovn.plan import plan_sync
+from netpeer.ovn.backend import COLUMNS, NB_SCHEMA, OvnBackend
+from netpeer.ovn.connection import release_free_heap
 from netpeer.service.writes import desired_states
 from netpeer.store.base import iter_all_networks
 from netpeer.store.sqlite import SqliteStore
-
-from bench.plain_ovsdb import PlainNb
 
 # The collector's thresholds each run may use: netpeerd's, or Python's defaults.
 COLLECTORS = {"netpeerd": GC_THRESHOLDS, "python": (700, 10, 10)}
@@ -86,7 +81,7 @@ def arena_stats() -> dict[str, int]:
 
 def _settled_rss_kib() -> int:
     gc.collect()
-    _idl.release_free_heap()
+    release_free_heap()
     return rss_kib(os.getpid())["VmRSS"]
 
 
@@ -103,7 +98,7 @@ def replicate(d: Deployment, collector: str = "netpeerd") -> dict:
         if not backend.wait_connected(900):
             raise RuntimeError(f"the replica of {d.dir} did not arrive in 900 s")
         out = {"collector": collector, "wall_s": time.monotonic() - t0, "cpu_s": time.process_time() - c0}
-        out["rows"] = sum(len(table.rows) for table in backend._api.idl.tables.values())
+        out["rows"] = backend._read(lambda replica: sum(len(rows) for rows in replica.tables.values()))
         out["rss_added_mib"] = (_settled_rss_kib() - rss0) / 1024
         out["objects_added"] = sys.getallocatedblocks() - blocks0
         out["arenas"] = arena_stats()
@@ -134,23 +129,31 @@ def _first_comparison(out: dict, compare) -> None:
         raise RuntimeError(f"the seed is not what netpeer would write: {len(found)} difference(s)")
 
 
-def replicate_plain(d: Deployment, collector: str = "netpeerd") -> dict:
-    """The same rows as ``replicate``, through ``PlainNb`` (plain values), then the same full comparison."""
+def replicate_python_ovs(d: Deployment, collector: str = "netpeerd") -> dict:
+    """The same rows as ``replicate``, through python-ovs's stock IDL (the replica alone)."""
+    import ovs.poller
+    from ovsdbapp.backend.ovs_idl import connection, idlutils
     rss0, blocks0 = _settled_rss_kib(), sys.getallocatedblocks()
     before = gc.get_threshold()
     gc.set_threshold(*COLLECTORS[collector])
     t0, c0 = time.monotonic(), time.process_time()
+    helper = idlutils.get_schema_helper(d.ovn.nb_remote, NB_SCHEMA)
+    for table, columns in COLUMNS.items():
+        helper.register_columns(table, columns)
+    idl = connection.OvsdbIdl(d.ovn.nb_remote, helper)
     try:
-        with PlainNb(d.ovn.nb_remote, COLUMNS) as nb:
-            nb.monitor()
-            out = {"collector": collector, "wall_s": time.monotonic() - t0, "cpu_s": time.process_time() - c0}
-            out["rows"] = sum(len(rows) for rows in nb.tables.values())
-            out["rss_added_mib"] = (_settled_rss_kib() - rss0) / 1024
-            out["objects_added"] = sys.getallocatedblocks() - blocks0
-            _first_comparison(out, lambda: plan_sync(nb.replica, OWNER, {
-                uid: dataplane.desired_rows(OWNER, state) for uid, state in _desired(d).items()}).ops)
+        while not idl.has_ever_connected():
+            idl.run()
+            poller = ovs.poller.Poller()
+            idl.wait(poller)
+            poller.block()
+        out = {"collector": collector, "wall_s": time.monotonic() - t0, "cpu_s": time.process_time() - c0}
+        out["rows"] = sum(len(table.rows) for table in idl.tables.values())
+        out["rss_added_mib"] = (_settled_rss_kib() - rss0) / 1024
+        out["objects_added"] = sys.getallocatedblocks() - blocks0
     finally:
         gc.set_threshold(*before)
+        idl.close()
     return out
 
 
@@ -161,13 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--collectors", default="netpeerd",
                     help="comma-separated, alternated in each repeat: netpeerd (its thresholds), python (defaults)")
     ap.add_argument("--clients", default="netpeer",
-                    help="comma-separated, alternated in each repeat: netpeer (its backend), json (plain values)")
+                    help="comma-separated, alternated in each repeat: netpeer (its backend), python-ovs (stock IDL)")
     args = ap.parse_args(argv)
     collectors = args.collectors.split(",")
     for c in collectors:
         if c not in COLLECTORS:
             ap.error(f"--collectors: unknown collector {c!r} (known: {', '.join(COLLECTORS)})")
-    clients = {"netpeer": replicate, "json": replicate_plain}
+    clients = {"netpeer": replicate, "python-ovs": replicate_python_ovs}
     chosen = args.clients.split(",")
     for c in chosen:
         if c not in clients:

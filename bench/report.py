@@ -51,8 +51,6 @@ def summarize(data: dict) -> dict:
         if "ovn_alone" in b:
             s["bulk"].update(batch_second_s=b["api_batch"]["second_consents_s"], ovn_alone_s=b["ovn_alone"]["sync_s"],
                              ratio_ovn_alone=b["ratio_ovn_alone"])
-        if "plain_alone" in b:
-            s["bulk"].update(plain_alone_s=b["plain_alone"]["sync_s"], ratio_plain_alone=b["ratio_plain_alone"])
     if "pulumi" in data:
         s["pulumi"] = data["pulumi"]["overhead"]
     if "shapes" in data:
@@ -259,10 +257,6 @@ def _md_bulk(data: dict, s: dict) -> list[str]:
         lines += [f"| netpeer's OVN layer alone, the binds' rows in one transaction (second batch: "
                   f"{_f(b['batch_second_s'], 2)}) | {_f(b['ovn_alone_s'], 2)} | |",
                   f"| ratio, OVN layer alone | {_f(b['ratio_ovn_alone'], 2)}x | |"]
-    if "plain_alone_s" in b:
-        lines += [f"| the same rows as plain values over bare JSON-RPC (`bench.plain_ovsdb`, no python-ovs objects) | "
-                  f"{_f(b['plain_alone_s'], 2)} | |",
-                  f"| ratio, plain values | {_f(b['ratio_plain_alone'], 2)}x | |"]
     return lines
 
 
@@ -438,10 +432,6 @@ def _plot_bulk(plt, data: dict, s: dict):
         labels.insert(-1, "OVN layer alone (binds)")
         vals.insert(-1, b["ovn_alone_s"])
         colors.insert(-1, "tab:olive")
-    if "plain_alone_s" in b:
-        labels.insert(-1, "same rows, plain JSON-RPC")
-        vals.insert(-1, b["plain_alone_s"])
-        colors.insert(-1, "tab:brown")
     ax.barh(labels, vals, color=colors)
     for y, v in enumerate(vals):
         ax.text(v, y, f" {v:.2f}s", va="center", fontsize=8)

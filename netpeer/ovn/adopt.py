@@ -16,11 +16,9 @@ import netaddr
 
 from netpeer.core.dataplane import NetworkState
 from netpeer.core.models import Network, Route
-from netpeer.ovn import _idl, names
-from netpeer.ovn.owned import _OwnedRows
+from netpeer.ovn import names, owned
+from netpeer.ovn.plain import PlainReplica
 from netpeer.ovn.rows import CHILD_COLUMNS
-
-_get = _idl.read_column
 
 
 @dataclasses.dataclass
@@ -33,45 +31,40 @@ class _Found:
     peers: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
-class ReadBack(_OwnedRows):
-    """Read-only: a ``NetworkState`` per network our rows describe (peers as
-    networks with only a uid; ``peering_names`` gives the local peering names)."""
+def read_back(replica: PlainReplica, owner: str) -> list[NetworkState]:
+    """A ``NetworkState`` per network our rows describe (peers as networks
+    with only a uid; ``peering_names`` gives the local peering names)."""
+    found: dict[str, _Found] = {}
 
-    def run_idl(self, txn):
-        found: dict[str, _Found] = {}
+    def of(tags) -> _Found:
+        uid = tags.get(names.NETWORK, "")
+        f = found.setdefault(uid, _Found())
+        ns, _, name = tags.get(names.DISPLAY, "/").partition("/")
+        f.namespace, f.name = f.namespace or ns, f.name or name
+        return f
 
-        def of(ext) -> _Found:
-            uid = ext.get(names.NETWORK, "")
-            f = found.setdefault(uid, _Found())
-            ns, _, name = ext.get(names.DISPLAY, "/").partition("/")
-            f.namespace, f.name = f.namespace or ns, f.name or name
-            return f
-
-        for row in self.api.tables["Address_Set"].rows.values():
-            if self._ours(row):
-                of(_get(row, "external_ids")).prefixes += list(_get(row, "addresses"))
-        for table, column in CHILD_COLUMNS:
-            for parent in self.api.tables[table].rows.values():
-                if not self._ours(parent):
-                    continue
-                for child in _get(parent, column):
-                    if not self._ours(child):
-                        continue
-                    ext = _get(child, "external_ids")
-                    f, kind, ident = of(ext), ext.get(names.KIND), ext.get(names.ID, "")
-                    if kind == "lan-port" and table == "Logical_Router":
-                        f.subnets += [str(netaddr.IPNetwork(n).cidr) for n in _get(child, "networks")]
-                    elif kind == "peer-port" and ext.get(names.PEER):
-                        f.peers.append((ext[names.PEER], ext.get(names.PEERING, "")))
-                    elif kind == "route" and "/internal/" in ident:
-                        f.next_hops[_get(child, "ip_prefix")] = _get(child, "nexthop")
-        states = []
-        for uid, f in sorted(found.items()):
-            if not (uid and f.namespace and f.name and f.subnets):
-                continue  # not a whole network: nothing to adopt
-            subnets = sorted(set(f.subnets))
-            routes = tuple(Route(p, f.next_hops.get(p)) for p in sorted(set(f.prefixes) - set(subnets)))
-            network = Network(f.namespace, f.name, uid, tuple(subnets), routes)
-            peers = tuple(Network("", "", puid, ()) for puid, _ in sorted(f.peers))
-            states.append(NetworkState(network, peers, tuple(sorted(f.peers))))
-        self.result = states
+    for row in replica.tables["Address_Set"].values():
+        if owned.ours(row, owner):
+            of(owned.ext(row)).prefixes += list(row["addresses"])
+    for table, column in CHILD_COLUMNS:
+        for _, parent, _, child in owned.children(replica, table, column):
+            if not (owned.ours(parent, owner) and owned.ours(child, owner)):
+                continue
+            tags = owned.ext(child)
+            f, kind, ident = of(tags), tags.get(names.KIND), tags.get(names.ID, "")
+            if kind == "lan-port" and table == "Logical_Router":
+                f.subnets += [str(netaddr.IPNetwork(n).cidr) for n in child["networks"]]
+            elif kind == "peer-port" and tags.get(names.PEER):
+                f.peers.append((tags[names.PEER], tags.get(names.PEERING, "")))
+            elif kind == "route" and "/internal/" in ident:
+                f.next_hops[child["ip_prefix"]] = child["nexthop"]
+    states = []
+    for uid, f in sorted(found.items()):
+        if not (uid and f.namespace and f.name and f.subnets):
+            continue  # not a whole network: nothing to adopt
+        subnets = sorted(set(f.subnets))
+        routes = tuple(Route(p, f.next_hops.get(p)) for p in sorted(set(f.prefixes) - set(subnets)))
+        network = Network(f.namespace, f.name, uid, tuple(subnets), routes)
+        peers = tuple(Network("", "", puid, ()) for puid, _ in sorted(f.peers))
+        states.append(NetworkState(network, peers, tuple(sorted(f.peers))))
+    return states

@@ -2,7 +2,7 @@
 
 The repair sweep used to compare every network with OVN on every pass:
 12.9 s of CPU per sweep at 10,000 networks, 11.5% of a core at rest
-(docs/performance.md). The IDL already hears about every change to the rows
+(docs/performance.md). The connection already hears about every change to the rows
 it replicates (OVSDB update notifications, ours and anyone else's), so it
 notes here the networks each changed row belongs to, and the sweep checks
 only those; a slow full pass behind it (a slice of every network per
@@ -12,22 +12,22 @@ What maps a changed row to networks: its ``netpeer:network`` tag before and
 after the change (a hand edit that strips or rewrites the tags is still seen
 through the old values). A change this cannot place asks for a full pass:
 an untagged row named like ours (``np-``/``np_``: a squatter appears or
-goes), and a reconnection, because python-ovs then replaces its replica
-without notifying each row (``_idl.session_seqno``).
+goes), and a reconnection, because the connection then replaces its replica
+without notifying each row (``netpeer.ovn.connection``'s ``seqno``).
 """
 
 from __future__ import annotations
 
 import threading
 
-from netpeer.ovn import _idl, names
+from netpeer.ovn import names
 
 # Tables whose changes never concern a network's rows (OVN's acknowledgements).
 _IGNORED = frozenset({"NB_Global"})
 
 
 class ChangeTracker:
-    """Fed by the IDL thread (``note``), drained by the sweep (``take``)."""
+    """Fed by the connection's thread (``note``), drained by the sweep (``take``)."""
 
     def __init__(self, owner: str):
         self.owner = owner
@@ -36,15 +36,17 @@ class ChangeTracker:
         self._full = True          # nothing seen yet: the first pass is a full one
         self._seqno: object = None
 
-    def note(self, table: str, row, old) -> None:
-        """One row changed (``old``: its previous values of the changed columns, if any)."""
+    def note(self, table: str, uuid: str, old, new) -> None:
+        """One row changed (``netpeer.ovn.plain.ChangeHook``: ``old`` None
+        when inserted, ``new`` None when deleted)."""
         if table in _IGNORED or self._full:
             # A full pass is due anyway (e.g. the initial replication, every
             # row of it): nothing to note. ``take`` clears the flag before the
             # pass reads the replica, so a change after that is noted.
             return
-        ext = _idl.column_or_none(row, "external_ids") or {}
-        was = _idl.column_or_none(old, "external_ids") if old is not None else None
+        row = new if new is not None else old
+        ext = row.get("external_ids") or {}
+        was = old.get("external_ids") if old is not None else None
         uids = {e.get(names.NETWORK) for e in (ext, was or {}) if e.get(names.OWNER) == self.owner}
         uids.discard(None)
         if uids:
@@ -53,7 +55,7 @@ class ChangeTracker:
             return
         if any(names.OWNER in e or names.STATE_OF in e for e in (ext, was or {})):
             return   # another owner's row, or our state marker
-        name = _idl.column_or_none(row, "name")
+        name = row.get("name")
         if isinstance(name, str) and name.startswith(("np-", "np_")) and not name.startswith(names.TRANSIT_PREFIX):
             with self._lock:
                 self._full = True
@@ -61,7 +63,7 @@ class ChangeTracker:
     def take(self, seqno: object) -> set[str] | None:
         """The networks changed since the last call, or None when only a
         full pass can tell (first call, a reconnection, an unplaced change).
-        ``seqno`` is the IDL session's connection sequence number now."""
+        ``seqno`` is the connection's ``seqno`` now."""
         with self._lock:
             uids, full = self._uids, self._full or seqno != self._seqno
             self._uids, self._full, self._seqno = set(), False, seqno

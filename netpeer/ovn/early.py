@@ -13,45 +13,27 @@ monitor's first reply in one go, and a read sent behind it waits for all of it.
 
 from __future__ import annotations
 
-import time
-
-import ovs.db.idl
-
 from netpeer.core.dataplane import Stamp
 from netpeer.errors import Unreachable
-from netpeer.ovn import _idl, names, rows
-
-
-_MARKER_SCHEMA = {
-    "name": names.NB_SCHEMA, "version": "0.0.0",
-    "tables": {"Address_Set": {"columns": {
-        "name": {"type": "string"},
-        "external_ids": {"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}}}}}}
+from netpeer.ovn import names, rows
+from netpeer.ovn.connection import TimedOut, read_once
 
 
 def read_stamp(remote: str, owner: str, timeout: float, reconnect_ms: int) -> Stamp | None:
     """``owner``'s stamp as the NB leader holds it now (None: none yet),
     read through a monitor of the state marker alone, reconnecting at most
-    ``reconnect_ms`` apart (a cluster's followers refuse it). Raises
-    ``Unreachable`` when the NB does not answer within ``timeout``."""
-    deadline = time.monotonic() + timeout
-    # The two columns as the NB schema has them: no schema to fetch first
-    # (ovsdbapp's fetch blocks without a timeout on a server that does not answer).
-    helper = ovs.db.idl.SchemaHelper(schema_json=_MARKER_SCHEMA)
-    helper.register_all()
-    idl = ovs.db.idl.Idl(remote, helper, leader_only=True)
-    _idl.set_reconnect_backoff(idl, reconnect_ms)
-    try:
-        idl.cond_change("Address_Set", [["name", "==", names.state_marker(owner)]])
-        while not (idl.has_ever_connected() and _idl.session_connected(idl)):
-            if time.monotonic() >= deadline:
-                raise Unreachable(f"OVN northbound database {remote} did not answer within {timeout:.0f} s")
-            idl.run()
-            # Not ``idl.wait``: with a condition not yet sent it wakes at once, every time (a busy loop).
-            time.sleep(0.01)
-        marker = names.state_marker(owner)
-        stamps = (rows.stamp_of(row.external_ids, owner) for row in idl.tables["Address_Set"].rows.values()
-                  if row.name == marker)
+    ``reconnect_ms`` apart (a cluster's followers are left for its leader).
+    Raises ``Unreachable`` when the NB does not answer within ``timeout``."""
+    marker = names.state_marker(owner)
+
+    def read(replica):
+        stamps = (rows.stamp_of(row["external_ids"], owner) for row in replica.tables["Address_Set"].values()
+                  if row["name"] == marker)
         return next((s for s in stamps if s is not None), None)
-    finally:
-        idl.close()
+
+    try:
+        return read_once(remote, names.NB_SCHEMA, {"Address_Set": ["name", "external_ids"]},
+                         {"Address_Set": [["name", "==", marker]]}, timeout, reconnect_ms / 1000, read)
+    except TimedOut as exc:
+        raise Unreachable(f"OVN northbound database {remote} did not answer within {timeout:.0f} s "
+                          f"({exc})") from exc

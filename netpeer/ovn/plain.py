@@ -5,9 +5,8 @@ column and an Atom per value, and that is most of netpeerd's start-up and of
 what a large write costs it: 63-70 µs of CPU per row for the replica at
 10,000 networks, against 21-23 µs for the same rows as plain values
 (docs/performance.md, "The floors under the two open targets"). This module
-is the replica of netpeer's own OVSDB client that is to replace python-ovs's
-IDL under ``netpeer.ovn``: each row is a dict of column -> value, where a
-value is
+is the replica of netpeer's own OVSDB client (``netpeer.ovn.connection``):
+each row is a dict of column -> value, where a value is
 
 - a scalar column's atom (``str``, ``int``, ``float``, ``bool``; a uuid as
   its string),

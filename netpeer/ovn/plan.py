@@ -1,20 +1,18 @@
 """A sync as OVSDB operations, computed from plain data.
 
-What ``SyncNetworks`` (``netpeer.ovn.backend``) does through python-ovs's
-objects, for netpeer's own OVSDB client: given the plain replica
+Every write of the backend (``netpeer.ovn.backend``): given the replica
 (``netpeer.ovn.plain``) and each network's desired rows (``netpeer.ovn.rows``),
 the operations of the one transaction that makes them true, and what it
-changes. Pure: nothing is read but the replica, nothing is written. The same
-rules as today: only rows tagged as ours are changed or deleted, a row of
+changes. Pure: nothing is read but the replica, nothing is written. Only
+rows tagged as ours are changed or deleted (``netpeer.ovn.owned``), a row of
 someone else's on one of our names stops the network (``ForeignRowConflict``),
 a child that lost its ``netpeer:id`` is deleted and made again.
 
 New rows are inserted with a named uuid and hung under an existing parent by
 one ``mutate`` per parent and column; under a parent made in the same
 transaction they go into its insert. A child goes by being taken out of its
-parent (OVSDB deletes rows of non-root tables nothing refers to, as python-ovs
-counts on: an explicit delete would fail if a hand edit also hung the row
-elsewhere); a root goes by a ``delete``, its children with it.
+parent (OVSDB deletes rows of non-root tables nothing refers to: an
+explicit delete would fail if a hand edit also hung the row elsewhere); a root goes by a ``delete``, its children with it.
 """
 
 from __future__ import annotations
@@ -23,10 +21,10 @@ import dataclasses
 from typing import Mapping
 
 from netpeer.core.dataplane import SyncReport
-from netpeer.ovn import names, rows
+from netpeer.ovn import names, owned, rows
 from netpeer.ovn.ic_rows import Ref
 from netpeer.ovn.plain import PlainReplica
-from netpeer.ovn.rows import CHILD_COLUMNS, MANAGED_KINDS, Row
+from netpeer.ovn.rows import CHILD_COLUMNS, Row
 
 
 class ForeignRowConflict(Exception):
@@ -104,12 +102,10 @@ class _Planner:
         self.new_roots: dict[tuple[str, str], dict] = {}     # (table, name) -> its insert's row
         self.gone: set[str] = set()
 
-    def _ext(self, row) -> Mapping:
-        return row.get("external_ids") or {}
+    _ext = staticmethod(owned.ext)
 
-    def _ours(self, row, kinds=MANAGED_KINDS) -> bool:
-        ext = self._ext(row)
-        return ext.get(names.OWNER) == self.owner and ext.get(names.KIND) in kinds
+    def _ours(self, row) -> bool:
+        return owned.ours(row, self.owner)
 
     def lookup(self, table: str, name: str) -> tuple[str, Mapping] | None:
         found = self.replica.by_name(table, name)
@@ -241,7 +237,7 @@ def plan_sync(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row]
     rows, or None: the network goes) match, records the store's stamp on
     ``marker`` (the state marker's row, ``rows.state_row``) and, with
     ``track``, when it changes anything, bumps ``nb_cfg`` so every chassis
-    acknowledges it (``Plan.cfg_op``; python-ovs bumps it only then too)."""
+    acknowledges it (``Plan.cfg_op``)."""
     planner = _Planner(replica, owner)
     report = SyncReport()
     for uid, wanted in desired.items():
@@ -257,3 +253,21 @@ def plan_sync(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row]
         cfg_op = len(planner.ops)
         planner.ops.append({"op": "select", "table": "NB_Global", "where": [], "columns": ["nb_cfg"]})
     return Plan(tuple(planner.ops), report, cfg_op)
+
+
+def drifted(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row] | None]) -> set[str]:
+    """The networks of ``desired`` whose rows a sync would change, or that
+    cannot be checked (a foreign row on one of their names, a row they need
+    missing). Read-only: lets the repair sweep check many networks in one
+    pass and write only for those that drifted."""
+    out = set()
+    for uid, wanted in desired.items():
+        planner = _Planner(replica, owner)
+        try:
+            planner.sync_one(uid, wanted or [])
+        except (ForeignRowConflict, MissingRow):
+            out.add(uid)
+            continue
+        if planner.ops or planner.hang:
+            out.add(uid)
+    return out

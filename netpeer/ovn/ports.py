@@ -12,10 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Iterable
 
-from ovsdbapp.backend.ovs_idl import command as ovs_command
-
 from netpeer.errors import FailedPrecondition
-from netpeer.ovn import _idl, names
+from netpeer.ovn import names, owned
+from netpeer.ovn.plain import PlainReplica
 from netpeer.ovn.rows import INSTANCE_KIND
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,8 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 INSTANCE = "netpeer:instance"   # the instance's name, on its switch port
 NETNS = "netpeer:netns"         # where the instance lives (the dev tools' network namespace)
-
-_get = _idl.read_column
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,86 +48,72 @@ class InstancePort:
 
 
 def _is_instance(row, owner: str) -> bool:
-    ext = _get(row, "external_ids")
-    return ext.get(names.OWNER) == owner and ext.get(names.KIND) == INSTANCE_KIND
+    return owned.ours(row, owner, kinds=(INSTANCE_KIND,))
 
 
 def _port_of(row) -> InstancePort:
-    ext = _get(row, "external_ids")
-    words = " ".join(_get(row, "addresses")).split()
+    ext = owned.ext(row)
+    words = " ".join(row["addresses"]).split()
     ns, _, net = ext.get(names.DISPLAY, "/").partition("/")
     return InstancePort(uid=ext.get(names.NETWORK, ""), namespace=ns, network=net,
                         instance=ext.get(INSTANCE, ""), mac=words[0] if words else "", ips=tuple(words[1:]),
-                        netns=ext.get(NETNS, ""), up=list(_get(row, "up")) == [True])
+                        netns=ext.get(NETNS, ""), up=row.get("up") is True)
 
 
-def _ports_named(api, port_names: set[str]) -> list:
-    return [row for row in api.tables["Logical_Switch_Port"].rows.values() if row.name in port_names]
+def _where(uuid: str) -> list:
+    return [["_uuid", "==", ["uuid", uuid]]]
 
 
-class _ListPorts(ovs_command.ReadOnlyCommand):
-    def __init__(self, api, owner: str):
-        super().__init__(api)
-        self.owner = owner
-
-    def run_idl(self, txn):
-        self.result = [_port_of(row) for row in self.api.tables["Logical_Switch_Port"].rows.values()
-                       if _is_instance(row, self.owner)]
+def _unhang(replica: PlainReplica, uuids: set[str]) -> list[dict]:
+    """Takes these ports out of every switch that holds them (OVSDB then deletes them)."""
+    return [{"op": "mutate", "table": "Logical_Switch", "where": _where(suuid),
+             "mutations": [["ports", "delete", ["set", [["uuid", u] for u in sorted(held)]]]]}
+            for suuid, switch in replica.tables["Logical_Switch"].items()
+            if (held := uuids.intersection(switch["ports"]))]
 
 
-class _PutPorts(ovs_command.BaseCommand):
-    def __init__(self, api, owner: str, items: list[tuple[InstancePort, str | None]]):
-        super().__init__(api)
-        self.owner, self.items = owner, items
+def list_ports(replica: PlainReplica, owner: str) -> list[InstancePort]:
+    return [_port_of(row) for row in replica.tables["Logical_Switch_Port"].values() if _is_instance(row, owner)]
 
-    def run_idl(self, txn):
-        for port, replace in self.items:
-            self._put(txn, port, replace)
-        self.result = [port for port, _ in self.items]
 
-    def _put(self, txn, port: InstancePort, replace: str | None) -> None:
-        owner = self.owner
-        switch = self.api.lookup("Logical_Switch", names.switch(port.uid), default=None)
+def put_ops(replica: PlainReplica, owner: str, items: list[tuple[InstancePort, str | None]]) -> list[dict]:
+    """The operations that create or update each port (removing ``replace``)."""
+    ops: list[dict] = []
+    for port, replace in items:
+        switch = replica.by_name("Logical_Switch", names.switch(port.uid))
         label = f"network {port.namespace}/{port.network}"
-        if switch is None:
+        if not switch:
             raise FailedPrecondition(f"{label}: its switch {names.switch(port.uid)} is not in this OVN "
                                      "database (is this the OVN deployment of the netpeerd you asked?)")
-        if _get(switch, "external_ids").get(names.OWNER) != owner:
+        if owned.ext(replica.tables["Logical_Switch"][switch[0]]).get(names.OWNER) != owner:
             raise FailedPrecondition(f"{label}: switch {names.switch(port.uid)} is not owned by {owner!r}; "
                                      "not attaching to it")
-        existing = {row.name: row for row in _ports_named(self.api, {port.name, replace or port.name})}
-        if replace and replace != port.name and replace in existing and _is_instance(existing[replace], owner):
-            stale = existing[replace]
-            for parent in self.api.tables["Logical_Switch"].rows.values():
-                if stale in _get(parent, "ports"):
-                    parent.delvalue("ports", stale)
-            stale.delete()
-        row = existing.get(port.name)
-        if row is not None and not _is_instance(row, owner):
+        existing = {row["name"]: (uuid, row) for uuid, row in replica.tables["Logical_Switch_Port"].items()
+                    if row["name"] in (port.name, replace or port.name)}
+        if replace and replace != port.name and replace in existing and _is_instance(existing[replace][1], owner):
+            ops += _unhang(replica, {existing[replace][0]})
+        found = existing.get(port.name)
+        if found is not None and not _is_instance(found[1], owner):
             raise FailedPrecondition(f"switch port {port.name} exists and is not tagged as a netpeer instance; "
                                      "not touching it")
-        if row is None:
-            row = txn.insert(self.api.tables["Logical_Switch_Port"])
-            row.name = port.name
-            switch.addvalue("ports", row)
-        row.addresses = [" ".join([port.mac, *port.ips])]
-        row.external_ids = port.tags(owner)
+        row = {"addresses": ["set", [" ".join([port.mac, *port.ips])]],
+               "external_ids": ["map", sorted([k, v] for k, v in port.tags(owner).items())]}
+        if found is not None:
+            ops.append({"op": "update", "table": "Logical_Switch_Port", "where": _where(found[0]), "row": row})
+            continue
+        ref = f"port{len(ops)}"
+        ops.append({"op": "insert", "table": "Logical_Switch_Port", "uuid-name": ref,
+                    "row": {"name": port.name, **row}})
+        ops.append({"op": "mutate", "table": "Logical_Switch", "where": _where(switch[0]),
+                    "mutations": [["ports", "insert", ["set", [["named-uuid", ref]]]]]})
+    return ops
 
 
-class _DeletePorts(ovs_command.BaseCommand):
-    def __init__(self, api, owner: str, port_names: set[str]):
-        super().__init__(api)
-        self.owner, self.port_names = owner, port_names
-
-    def run_idl(self, txn):
-        rows = [row for row in _ports_named(self.api, self.port_names) if _is_instance(row, self.owner)]
-        for parent in self.api.tables["Logical_Switch"].rows.values():
-            for row in rows:
-                if row in _get(parent, "ports"):
-                    parent.delvalue("ports", row)
-        for row in rows:
-            row.delete()
-        self.result = len(rows)
+def delete_ops(replica: PlainReplica, owner: str, port_names: set[str]) -> tuple[list[dict], int]:
+    """The operations that delete our instance ports of these names, and how many there are."""
+    uuids = {uuid for uuid, row in replica.tables["Logical_Switch_Port"].items()
+             if row["name"] in port_names and _is_instance(row, owner)}
+    return _unhang(replica, uuids), len(uuids)
 
 
 class InstancePorts:
@@ -141,7 +124,7 @@ class InstancePorts:
 
     def list(self) -> list[InstancePort]:
         owner = self._backend.owner
-        return self._backend._run(lambda api: _ListPorts(api, owner), "instance port list") or []
+        return self._backend._read(lambda replica: list_ports(replica, owner))
 
     def put(self, port: InstancePort, replace: str | None = None) -> InstancePort:
         """Creates or updates ``port`` (idempotent); removes our port named
@@ -151,12 +134,13 @@ class InstancePorts:
     def put_many(self, items: list[tuple[InstancePort, str | None]]) -> list[InstancePort]:
         """Several ``put`` in one NB transaction (on OVN 23.03 each NB
         transaction that adds ports costs a full ovn-northd recompute)."""
-        owner = self._backend.owner
-        return self._backend._run(lambda api: _PutPorts(api, owner, list(items)), "instance port write")
+        owner, items = self._backend.owner, list(items)
+        self._backend._write(lambda replica: (put_ops(replica, owner, items), None), "instance port write")
+        return [port for port, _ in items]
 
     def delete(self, port_names: Iterable[str]) -> int:
         """Deletes our instance ports with these names; returns how many were there."""
         owner, wanted = self._backend.owner, set(port_names)
         if not wanted:
             return 0
-        return self._backend._run(lambda api: _DeletePorts(api, owner, wanted), "instance port delete") or 0
+        return self._backend._write(lambda replica: delete_ops(replica, owner, wanted), "instance port delete")[0]

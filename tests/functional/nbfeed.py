@@ -1,7 +1,8 @@
 """A bare JSON-RPC connection to a test's NB that feeds netpeer's plain
 replica (``netpeer.ovn.plain``), reading messages with ``netpeer.ovn.framing``,
-and sends transactions: what the tests of the
-plain replica and of ``netpeer.ovn.plan`` talk to ovsdb-server through."""
+and sends transactions: the tests of ``netpeer.ovn.plan`` apply plans
+through it, apart from netpeer's own connection (``netpeer.ovn.connection``),
+which the backend under test uses alongside."""
 
 from __future__ import annotations
 

@@ -1,16 +1,20 @@
-"""A sync planned from plain data (``netpeer.ovn.plan``) against netpeer's
-python-ovs backend, on a real ovsdb-server.
+"""A sync planned from plain data (``netpeer.ovn.plan``), checked on a real
+ovsdb-server against an independent reader of the NB: ``ovn-nbctl``.
 
-The oracle is ``OvnBackend``, which netpeerd programs OVN with today: after
-a plan's transaction it must find nothing to change (its own sync changes
-no row, its drift check finds no network), and after its own sync the plan
-must find nothing to do. Both ways, through binds, unbinds, a network going,
-hand edits (a column changed, a child detached, a child's id removed, a
-stray child of ours) and the stamp.
+After each plan's transaction, every table is listed with ``ovn-nbctl`` and
+compared with the desired rows themselves (``netpeer.ovn.rows``): each
+network's rows of ours are exactly its desired rows, by ``netpeer:id``, with
+the desired columns and tags, each child under its desired parent; and a
+plan made on the result has nothing to do. Through binds, unbinds, a network
+going, hand edits (a column changed, a child detached, a child's id removed,
+a stray child of ours) and the stamp; the backend netpeerd runs writes and
+reads the same database alongside.
 """
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 
 import pytest
@@ -69,14 +73,89 @@ def settle(ovn, backend: OvnBackend, feed: Feed) -> None:
     cfg = str(int(ovn.nbctl("get", "NB_Global", ".", "nb_cfg").strip()) + 1)
     ovn.nbctl("set", "NB_Global", ".", f"nb_cfg={cfg}")
     feed.catch_up(cfg)
-    backend.nb_cfg()   # a command through the backend's connection: its replica is as new as the reply
+    deadline = time.monotonic() + 30
+    while backend.nb_cfg()[0] != int(cfg):
+        assert time.monotonic() < deadline, "the backend's replica did not catch up"
+        time.sleep(0.05)
+
+
+def _plain(value):
+    """An ``ovn-nbctl --data=json`` value as plain data: sets as sorted strings, maps as dicts."""
+    if isinstance(value, list) and value and value[0] == "map":
+        return {str(k): str(v) for k, v in value[1]}
+    if isinstance(value, list) and value and value[0] == "set":
+        return sorted(str(_plain(v)) for v in value[1])
+    if isinstance(value, list) and value and value[0] in ("uuid", "named-uuid"):
+        return value[1]
+    return value
+
+
+def nb_tables(ovn) -> dict[str, dict[str, dict]]:
+    """Every table netpeer writes, as ovn-nbctl lists it: table -> uuid -> column -> value."""
+    out = {}
+    for table in ("Logical_Router", "Logical_Router_Port", "Logical_Router_Static_Route", "Logical_Router_Policy",
+                  "Logical_Switch", "Logical_Switch_Port", "Address_Set"):
+        listed = json.loads(ovn.nbctl("--format=json", "--data=json", "list", table))
+        heads = listed["headings"]
+        out[table] = {}
+        for data in listed["data"]:
+            row = {h: _plain(v) for h, v in zip(heads, data)}
+            out[table][row["_uuid"]] = row
+    return out
+
+
+def _as_listed(value):
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return sorted(str(v) for v in value)
+    return value
+
+
+def _refs(value) -> list:
+    """A column of references as a list (one is listed bare)."""
+    return [value] if isinstance(value, str) else list(value)
+
+
+def mismatches(ovn, desired) -> list[str]:
+    """How the NB, as ovn-nbctl lists it, differs from the desired rows (empty: it does not)."""
+    tables = nb_tables(ovn)
+    # Children count where one of our rows holds them (a hand edit may also hang one elsewhere).
+    ours = {u for table in rows.ROOT_TABLES for u, r in tables[table].items()
+            if r["external_ids"].get(names.OWNER) == OWNER}
+    held_by_ours = {c for table, column in rows.CHILD_COLUMNS for u, r in tables[table].items() if u in ours
+                    for c in _refs(r[column])}
+    found = []
+    for uid, wanted in desired_rows(desired).items():
+        held = {(table, row["external_ids"].get(names.ID)): (uuid, row) for table, rows_ in tables.items()
+                for uuid, row in rows_.items() if row["external_ids"].get(names.OWNER) == OWNER
+                and row["external_ids"].get(names.NETWORK) == uid and (uuid in ours or uuid in held_by_ours)}
+        want = {(w.table, w.ident): w for w in wanted or []}
+        found += [f"{uid}: {key} is extra" for key in held.keys() - want.keys()]
+        found += [f"{uid}: {key} is missing" for key in want.keys() - held.keys()]
+        for key in want.keys() & held.keys():
+            w, (uuid, row) = want[key], held[key]
+            for column, value in w.columns.items():
+                have = row[column]
+                if isinstance(value, (list, tuple)) and not isinstance(have, list):
+                    have = [have]   # a one-atom set, listed bare
+                if _as_listed(have) != _as_listed(value):
+                    found.append(f"{uid}: {key} {column} is {have!r}, not {value!r}")
+            if row["external_ids"] != dict(w.external_ids):
+                found.append(f"{uid}: {key} tags are {row['external_ids']!r}")
+            if w.parent is not None:
+                parents = [p for p in tables[w.parent.table].values() if p["name"] == w.parent.name]
+                if len(parents) != 1 or uuid not in _refs(parents[0][w.parent.column]):
+                    found.append(f"{uid}: {key} is not in {w.parent.table} {w.parent.name} {w.parent.column}")
+    return found
 
 
 def agree(ovn, backend: OvnBackend, feed: Feed, desired) -> None:
-    """The backend finds the plan's result exactly what it would write."""
+    """The NB holds exactly the desired rows, and a plan on it has nothing to do."""
     settle(ovn, backend, feed)
+    assert mismatches(ovn, desired) == []
+    assert plan_sync(feed.replica, OWNER, desired_rows(desired)).ops == ()
     assert backend.drifted(desired) == set()
-    assert backend.sync(desired).changed == 0
 
 
 def test_plans_and_the_backend_agree_both_ways(nb):
@@ -98,11 +177,10 @@ def test_plans_and_the_backend_agree_both_ways(nb):
     agree(ovn, backend, feed, later)
     assert backend.read_stamp() == Stamp("store-1", 2)
 
-    # The other way: the backend writes, the plan has nothing to do.
+    # netpeerd's backend writes through its own connection; the plan on the test's agrees.
     again = states(nets, [(0, 1), (1, 2), (2, 3)])
     assert backend.sync(again).changed > 0
-    settle(ovn, backend, feed)
-    assert plan_sync(feed.replica, OWNER, desired_rows(again)).ops == ()
+    agree(ovn, backend, feed, again)
 
 
 def test_hand_edits_are_repaired_as_the_backend_repairs_them(nb):

@@ -226,7 +226,7 @@ def test_postgres_restart_and_nb_leader_kill_lose_nothing(replicas, nb3, pg_clus
     began = time.monotonic()
     rnd = random.Random(SEED + 1)
     ops = min(TOTAL_OPS, int(os.environ.get("NETPEER_HA_FAULT_OPS", "400")))
-    # A write that timed out during an NB failover can still commit later (ovsdbapp does not cancel it): the
+    # A write that timed out during an NB failover can still commit later (OVSDB cannot cancel it): the
     # sweep undoes it (docs/reliability.md), so the checks after a fault wait for one.
     daemons, tokens, store, checker = start(replicas, nb3, sweep_interval="2s", ovn_timeout="5s")
     work = Workload([d.endpoint for d in daemons], tokens, store, SEED + 1, total=ops)

@@ -18,6 +18,7 @@ from netpeer.api.client import Client
 from netpeer.daemon import Daemon
 from netpeer.ovn import early
 from netpeer.ovn.backend import RECONNECT_BACKOFF_MS, STAMP_FIRST_S, OvnBackend
+from netpeer.ovn.connection import Connection
 from netpeer.service.epoch import EpochMismatch
 from netpeer_dev.daemons import OvnDaemons
 from tests.support import ADMIN_TOKEN, netpeerd_config, start_netpeerd
@@ -51,19 +52,21 @@ def create_once_writes_go(client: Client, name: str, subnet: str, within: float)
 
 @pytest.fixture
 def gate(monkeypatch):
-    """``gate()`` holds every backend made after it back from its replica
-    until the event it returns is set."""
+    """``gate()`` holds every backend connection made after it back from the
+    NB (so from its replica) until the event it returns is set; the stamp
+    read's own connection (a monitor of the state marker alone) goes through."""
     opened = threading.Event()
-    connect = OvnBackend._connect
+    session = Connection._session
 
-    def held(self):
-        while not opened.wait(0.05):
-            if self._closed.is_set():
-                return
-        connect(self)
+    def held(self, family, address):
+        if not self.where:
+            while not opened.wait(0.05):
+                if self._closed.is_set():
+                    return
+        session(self, family, address)
 
     def close() -> threading.Event:
-        monkeypatch.setattr(OvnBackend, "_connect", held)
+        monkeypatch.setattr(Connection, "_session", held)
         return opened
 
     yield close

@@ -272,8 +272,9 @@ def test_renamed_or_untagged_rows_are_repaired(netpeerd, drift):
                                  "netpeer\\:id")}[drift]
     netpeerd.ovn.nbctl(*cmd)
     # Wait until netpeerd's own replica of the NB database has seen the edit.
-    api, table, row = netpeerd.backend._api, cmd[1], cmd[2]
-    seen = wait_for(lambda: api.lookup(table, row, default=None) is None if cmd[0] == "set" else
+    backend, table, row = netpeerd.backend, cmd[1], cmd[2]
+    seen = wait_for(lambda: not any(r["name"] == row for r in backend._conn.replica.tables[table].values())
+                    if cmd[0] == "set" else
                     all("netpeer:id" in r for r in netpeerd.owned_rows()[table]) is False, 10)
     assert seen is not None
     for _ in range(3):
