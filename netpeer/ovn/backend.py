@@ -17,7 +17,7 @@ foreign row squats on one of our names, or a row we need is missing).
 from __future__ import annotations
 
 import dataclasses
-import threading
+import logging
 import time
 from typing import Callable, Iterable
 
@@ -32,6 +32,8 @@ from netpeer.ovn.plain import PlainReplica
 from netpeer.ovn.plan import ForeignRowConflict, MissingRow
 from netpeer.ovn.ports import InstancePort, InstancePorts
 from netpeer.ovn.rows import ROOT_TABLES, Row
+
+LOG = logging.getLogger(__name__)
 
 # The tables and columns netpeer reads and writes; the replica holds only these.
 COLUMNS: dict[str, list[str]] = {
@@ -88,7 +90,6 @@ class OvnBackend:
         self.changes = ChangeTracker(owner)
         #: Called with (kind, seconds) after every NB transaction (netpeer.observe.metrics).
         self.on_transaction: Callable[[str, float], None] = lambda kind, seconds: None
-        self._early_lock = threading.Lock()
         self._conn = Connection(remote, NB_SCHEMA, COLUMNS, named=ROOT_TABLES + REF_TABLES,
                                 on_change=self.changes.note, timeout=timeout, backoff=RECONNECT_BACKOFF_MS / 1000,
                                 hold=STAMP_FIRST_S if stamp_first else 0.0, name="ovn-nb")
@@ -150,6 +151,7 @@ class OvnBackend:
             try:
                 reply = conn.transact(ops, max(0.1, deadline - time.monotonic()))
             except Refused as exc:
+                LOG.warning("OVN NB refused %s: %.300s", what, exc)
                 refused += 1
                 if refused == 2:
                     raise FailedPrecondition(
@@ -163,10 +165,12 @@ class OvnBackend:
                 if time.monotonic() + 0.1 < deadline:
                     time.sleep(0.1)
                     continue
+                LOG.warning("OVN NB %s could not commit within %gs: %.200s", what, self.timeout, exc)
                 raise Unavailable(f"OVN northbound database {self.remote} could not commit within "
                                   f"{self.timeout:g}s; the change was not recorded, retry") from exc
             except TimedOut as exc:
                 # A timed-out transaction may still commit later: the repair sweep reconciles it.
+                LOG.warning("OVN NB %s timed out after %gs", what, self.timeout)
                 raise Unavailable(f"OVN northbound database {self.remote} did not answer within "
                                   f"{self.timeout:g}s; the change was not recorded, retry") from exc
             except Disconnected as exc:
@@ -176,6 +180,7 @@ class OvnBackend:
                     time.sleep(0.02)
                 if conn.wait_ready(deadline - time.monotonic()):
                     continue
+                LOG.warning("OVN NB %s failed: %.200s", what, exc)
                 raise Unavailable(f"OVN northbound database {self.remote} did not answer; the change was "
                                   "not recorded, retry") from exc
             self.on_transaction(what, time.perf_counter() - started)

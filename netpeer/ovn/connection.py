@@ -99,7 +99,8 @@ def parse_remotes(remotes: str) -> list[tuple[int, object]]:
 
 
 class _Reply:
-    def __init__(self):
+    def __init__(self, rid: int):
+        self.rid = rid
         self.done = threading.Event()
         self.message: dict | None = None   # None once done: the connection was lost
 
@@ -192,6 +193,7 @@ class Connection:
         deadline = time.monotonic() + wait
         reply = self._request(method, params, wait)
         if not reply.done.wait(max(0.0, deadline - time.monotonic())):
+            self._pending.pop(reply.rid, None)   # a reply that comes later is dropped
             raise TimedOut(f"{method} got no reply within {wait:g}s")
         if reply.message is None:
             raise Disconnected(self.error or "the connection was lost")
@@ -214,7 +216,7 @@ class Connection:
         if sock is None:
             raise Disconnected(self.error or "not connected")
         rid = next(self._ids)
-        reply = self._pending[rid] = _Reply()   # before sending: the reply may come at once
+        reply = self._pending[rid] = _Reply(rid)   # before sending: the reply may come at once
         try:
             self._send(sock, {"method": method, "params": params, "id": rid}, timeout)
         except OSError as exc:
@@ -243,11 +245,15 @@ class Connection:
             family, address = self.members[order[(start + attempt) % len(order)]]
             try:
                 self._session(family, address)
-            except (OSError, _Lost, ValueError, KeyError, TypeError) as exc:
+            except (OSError, _Lost) as exc:
                 self.error = f"{address}: {exc}" if str(exc) else f"{address}: {exc.__class__.__name__}"
                 if not self._closed.is_set():
                     LOG.warning("OVSDB %s at %s: %s; reconnecting", self.database, address, exc or
                                 exc.__class__.__name__)
+            except Exception as exc:   # a message this client cannot read: a new connection, never a dead thread
+                self.error = f"{address}: {exc.__class__.__name__}: {exc}"
+                LOG.exception("OVSDB %s at %s: unexpected %s; reconnecting", self.database, address,
+                              exc.__class__.__name__)
             finally:
                 self._drop()
             self._closed.wait(self.backoff)
@@ -256,6 +262,7 @@ class Connection:
         with self.lock:
             was, self._ready = self._sock, False
             self._sock = None
+            self.replica = None   # not kept beside the next one while it arrives
             if was is not None:
                 self.seqno += 1
         if was is not None:
