@@ -65,6 +65,18 @@ class Ref:
 
 
 @dataclasses.dataclass(frozen=True)
+class Keys:
+    """A map column value of which netpeer owns these pairs only: ovn-ic
+    adds its own to a transit switch port (``requested-tnl-key``, the port's
+    tunnel key across sites), and rewriting the whole map took it away on
+    every sync of the network: ovn-ic put it back, netpeer's repair took it
+    away again, and the port's tunnel key kept changing under the traffic.
+    The backend compares and writes these pairs and leaves the others."""
+
+    pairs: Mapping[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
 class SiteContext:
     """What the rows of a site need beyond the store: its name, its gateway
     group, and the IPv4 block of each of its links (by the other site)."""
@@ -155,7 +167,7 @@ def attachment_rows(owner: str, network: Network, att: Attachment, gateway_group
             Parent("Logical_Router", lr, "ports")),
         Row("Logical_Switch_Port", f"ts-lsp/{uid}/{other}", "transit-port",
             {"name": att.switch_port, "type": "router", "addresses": ["router"],
-             "options": {"router-port": att.router_port}},
+             "options": Keys({"router-port": att.router_port})},
             _tags(owner, network, "transit-port", f"ts-lsp/{uid}/{other}", **extra),
             Parent("Logical_Switch", ts, "ports")),
         Row("Logical_Router_Policy", f"policy/{uid}/{other}/drop-in", "policy",

@@ -22,7 +22,7 @@ from typing import Mapping
 
 from netpeer.core.dataplane import SyncReport
 from netpeer.ovn import names, owned, rows
-from netpeer.ovn.ic_rows import Ref
+from netpeer.ovn.ic_rows import Keys, Ref
 from netpeer.ovn.plain import PlainReplica
 from netpeer.ovn.rows import CHILD_COLUMNS, Row
 
@@ -151,6 +151,8 @@ class _Planner:
         return found
 
     def value(self, value):
+        if isinstance(value, Keys):
+            return wire(dict(value.pairs))
         if isinstance(value, Ref):
             hit = self.lookup(value.table, value.name)
             if hit is None:
@@ -161,6 +163,8 @@ class _Planner:
     def same(self, have, want) -> bool:
         if have == want and type(want) in _PLAIN:   # most columns of most rows: nothing to normalize
             return True
+        if isinstance(want, Keys):   # our pairs only: others' keys stay
+            return all(str((have or {}).get(k)) == str(v) for k, v in want.pairs.items())
         if isinstance(want, Ref):
             hit = self.lookup(want.table, want.name)
             held = list(have) if isinstance(have, tuple) else [] if have is None else [have]
@@ -188,12 +192,20 @@ class _Planner:
         for want in wanted:
             have = actual.pop(want.ident, None)
             if have is not None:
-                changed = {c: self.value(v) for c, v in want.columns.items() if not self.same(have.row.get(c), v)}
+                differ = {c: v for c, v in want.columns.items() if not self.same(have.row.get(c), v)}
+                changed = {c: self.value(v) for c, v in differ.items() if not isinstance(v, Keys)}
                 if self._ext(have.row) != want.external_ids:
                     changed["external_ids"] = wire(dict(want.external_ids))
                 if changed:
                     self.ops.append({"op": "update", "table": have.table, "where": _where(have.uuid), "row": changed})
-                    updated += 1
+                keys = [(c, v) for c, v in differ.items() if isinstance(v, Keys)]
+                for column, value in keys:   # ours replaced pair by pair, the map's other pairs kept
+                    held = have.row.get(column) or {}
+                    stale = sorted(k for k in value.pairs if k in held)
+                    mutations = [[column, "delete", ["set", stale]]] if stale else []
+                    self.ops.append({"op": "mutate", "table": have.table, "where": _where(have.uuid),
+                                     "mutations": mutations + [[column, "insert", wire(dict(value.pairs))]]})
+                updated += bool(changed or keys)
                 if want.parent is not None and have.parent is None:
                     self.attach(want, ["uuid", have.uuid])   # found but not under its parent (as the backend does)
                 continue

@@ -23,6 +23,7 @@ from netpeer.core.dataplane import NetworkState, Stamp
 from netpeer.core.models import Network
 from netpeer.ovn import names, rows
 from netpeer.ovn.backend import OvnBackend
+from netpeer.ovn.ic_rows import Keys
 from netpeer.ovn.plan import ForeignRowConflict, plan_sync
 from tests.functional.nbfeed import Feed
 
@@ -251,3 +252,32 @@ def test_a_tracked_plan_bumps_nb_cfg_only_when_it_changes_something(nb):
     settle(ovn, backend, feed)
     again = plan_sync(feed.replica, OWNER, desired, track=True)
     assert again.ops == () and again.cfg_op is None
+
+
+def test_pairs_another_daemon_adds_to_a_shared_map_are_kept(nb):
+    """ovn-ic adds ``options:requested-tnl-key`` to our ports on a transit
+    switch; a sync compares and writes our pairs only (``Keys``), so it never
+    takes ovn-ic's away, and puts ours back when they drift."""
+    ovn, backend, feed = nb
+    ovn.nbctl("ls-add", "np-ts-a-b")   # the transit switch (ovn-ic makes it in a real site)
+    settle(ovn, backend, feed)
+    net = network(9)
+    tags = {names.OWNER: OWNER, names.KIND: "transit-port", names.NETWORK: net.uid, names.ID: "ts-lsp/x"}
+    want = rows.Row("Logical_Switch_Port", "ts-lsp/x", "transit-port",
+                    {"name": "np-tsp-x", "type": "router", "addresses": ["router"],
+                     "options": Keys({"router-port": "np-tsr-x"})},
+                    tags, rows.Parent("Logical_Switch", "np-ts-a-b", "ports"))
+    desired = {net.uid: [want]}
+    feed.transact(list(plan_sync(feed.replica, OWNER, desired).ops))
+    ovn.nbctl("set", "Logical_Switch_Port", "np-tsp-x", "options:requested-tnl-key=7")
+    settle(ovn, backend, feed)
+    assert plan_sync(feed.replica, OWNER, desired).ops == ()
+    ovn.nbctl("set", "Logical_Switch_Port", "np-tsp-x", "options:router-port=wrong")
+    settle(ovn, backend, feed)
+    repair = plan_sync(feed.replica, OWNER, desired)
+    assert repair.report.updated == 1
+    feed.transact(list(repair.ops))
+    settle(ovn, backend, feed)
+    options = ovn.nbctl("get", "Logical_Switch_Port", "np-tsp-x", "options").strip()
+    assert options == '{requested-tnl-key="7", router-port=np-tsr-x}', options
+    assert plan_sync(feed.replica, OWNER, desired).ops == ()
