@@ -4,6 +4,7 @@ rows are converted to and from these at the edges."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import enum
 from datetime import datetime, timedelta, timezone
 
@@ -103,9 +104,10 @@ class Network:
     def key(self) -> NetworkKey:
         return NetworkKey(self.namespace, self.name, self.site)
 
-    @property
+    @functools.cached_property
     def prefixes(self) -> tuple[netaddr.IPNetwork, ...]:
-        """Everything this network exports to a peer: subnets, then routes."""
+        """Everything this network exports to a peer: subnets, then routes
+        (parsed once per object: the consent logic asks many times)."""
         return tuple(netaddr.IPNetwork(p) for p in self.subnets) + tuple(
             netaddr.IPNetwork(r.prefix) for r in self.routes
         )

@@ -68,6 +68,7 @@ class PgTx(_SqliteTx):
         try:
             yield
         except BaseException:
+            self._forget()
             with contextlib.suppress(psycopg.Error, Unavailable):
                 self.execute(f"ROLLBACK TO SAVEPOINT {name}")
                 self.execute(f"RELEASE SAVEPOINT {name}")

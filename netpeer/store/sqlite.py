@@ -249,6 +249,32 @@ class _SqliteTx(SiteMirrorSql, Transaction):
     def __init__(self, db: sqlite3.Connection):
         self._db = db
         self.sites_changed: set[str] = set()
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drops the rows this transaction remembers.
+
+        A write's consent logic reads the same few networks and peerings many
+        times (a batch of 1,000 consents read networks 14,000 times), so this
+        site's networks and peerings are kept once read or written, as a read
+        would return them. Every statement that changes those tables updates
+        or drops what is kept, and a rollback to a savepoint drops it all."""
+        self._networks: dict[NetworkKey, Network | None] = {}
+        self._peerings: dict[PeeringKey, Peering | None] = {}
+        self._towards: dict[tuple[NetworkKey, NetworkKey], PeeringKey | None] = {}
+        self._in_phase: dict[tuple[NetworkKey, Phase], list[Peering]] = {}
+
+    def _keep_peering(self, key: PeeringKey, p: Peering | None) -> None:
+        """Remembers ``p`` (None: no such peering) under ``key``, and which
+        peering points from its network to its remote."""
+        old = self._peerings.get(key)
+        if old is not None:
+            self._towards.pop((old.network_key, old.remote_key), None)
+        self._peerings[key] = p
+        for phase in Phase:
+            self._in_phase.pop((key.network_key, phase), None)
+        if p is not None:
+            self._towards[(p.network_key, p.remote_key)] = key
 
     def _q(self, sql: str, args=()):
         return self._db.execute(sql, args)
@@ -259,6 +285,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         try:
             yield
         except BaseException:
+            self._forget()
             self._q("ROLLBACK TO op")
             self._q("RELEASE op")
             raise
@@ -271,8 +298,11 @@ class _SqliteTx(SiteMirrorSql, Transaction):
     def get_network(self, key: NetworkKey) -> Network | None:
         if key.site:
             return self._remote_network(key)
-        row = self._one(f"SELECT {_NET_COLS} FROM networks WHERE namespace=? AND name=?", (key.namespace, key.name))
-        return _network(row) if row else None
+        if key not in self._networks:
+            row = self._one(f"SELECT {_NET_COLS} FROM networks WHERE namespace=? AND name=?",
+                            (key.namespace, key.name))
+            self._networks[key] = _network(row) if row else None
+        return self._networks[key]
 
     def get_network_by_uid(self, uid: str) -> Network | None:
         row = self._one(f"SELECT {_NET_COLS} FROM networks WHERE uid=?", (uid,))
@@ -299,12 +329,14 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         existed = self._one("SELECT 1 FROM networks WHERE namespace=? AND name=?", (n.namespace, n.name))
         values = _network_values(n)
         self._q(self._PUT_NETWORK, values)
+        self._networks[n.key] = _network(values)  # as a read returns it (times to the microsecond)
         if existed:
             self._mark_sites_of(n.key)
         self._event(n.namespace, n.name, "network", n.name, EventType.UPDATED if existed else EventType.CREATED,
                     values)
 
     def delete_network(self, key: NetworkKey) -> None:
+        self._forget()
         if self._q("DELETE FROM networks WHERE namespace=? AND name=?",
                    (key.namespace, key.name)).rowcount:
             self._event(key.namespace, key.name, "network", key.name, EventType.DELETED, None)
@@ -319,18 +351,28 @@ class _SqliteTx(SiteMirrorSql, Transaction):
     def get_peering(self, key: PeeringKey) -> Peering | None:
         if key.site:
             return self._remote_half(key)
-        row = self._one(f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND name=?",
-                        (key.namespace, key.network, key.name))
-        return _peering(row) if row else None
+        if key not in self._peerings:
+            row = self._one(f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND name=?",
+                            (key.namespace, key.network, key.name))
+            self._keep_peering(key, _peering(row) if row else None)
+        return self._peerings[key]
 
     def find_peering_to(self, local: NetworkKey, remote: NetworkKey) -> Peering | None:
         if local.site:
             return self._remote_half_to(local, remote)
+        if (local, remote) in self._towards:
+            key = self._towards[(local, remote)]
+            return None if key is None else self._peerings[key]
         row = self._one(
             f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? "
             "AND remote_namespace=? AND remote_network=? AND remote_site=?",
             (local.namespace, local.name, remote.namespace, remote.name, remote.site))
-        return _peering(row) if row else None
+        if row is None:
+            self._towards[(local, remote)] = None
+            return None
+        p = _peering(row)
+        self._keep_peering(p.key, p)
+        return p
 
     def peerings_of(self, network: NetworkKey, after: str = "", limit: int | None = None) -> list[Peering]:
         if network.site:
@@ -352,23 +394,24 @@ class _SqliteTx(SiteMirrorSql, Transaction):
             f"SELECT {_PEER_COLS} FROM peerings WHERE remote_site=? ORDER BY namespace, network, name", (site,))]
 
     def put_peering(self, p: Peering) -> None:
-        old = self._one("SELECT phase, dataplane_cfg, programmed_at FROM peerings "
-                        "WHERE namespace=? AND network=? AND name=?", (p.namespace, p.network, p.name))
+        old = self.get_peering(p.key)
         values = _peering_values(p)
         if p.remote_site:
             self.sites_changed.add(p.remote_site)
         self._q(self._PUT_PEERING, values)
+        self._keep_peering(p.key, _peering(values))  # as a read returns it (times to the microsecond)
         if old is None:
             type_ = EventType.CREATED
-        elif old[0] != p.phase.value:
+        elif old.phase != p.phase:
             type_ = EventType.PHASE_CHANGED
-        elif old[2] is None and p.programmed_at is not None:
+        elif old.programmed_at is None and p.programmed_at is not None:
             type_ = EventType.PROGRAMMED
         else:
             type_ = EventType.UPDATED
         self._event(p.namespace, p.network, "peering", p.name, type_, values)
 
     def delete_peering(self, key: PeeringKey) -> None:
+        self._keep_peering(key, None)
         row = self._one("SELECT remote_site FROM peerings WHERE namespace=? AND network=? AND name=?",
                         (key.namespace, key.network, key.name))
         if row and row[0]:
@@ -381,6 +424,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         keys = [PeeringKey(network.namespace, network.name, r[0]) for r in self._q(
             "SELECT name FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
             (network.namespace, network.name, Phase.BOUND.value))]
+        self._forget()
         self._q("UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL "
                 "WHERE namespace=? AND network=? AND phase=?",
                 (cfg, network.namespace, network.name, Phase.BOUND.value))
@@ -435,9 +479,11 @@ class _SqliteTx(SiteMirrorSql, Transaction):
     def _peerings_in_phase(self, network: NetworkKey, phase: Phase) -> list[Peering]:
         if network.site:
             return []   # another site's: it keeps its own
-        return [_peering(r) for r in self._q(
-            f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
-            (network.namespace, network.name, phase.value))]
+        if (network, phase) not in self._in_phase:
+            self._in_phase[(network, phase)] = [_peering(r) for r in self._q(
+                f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
+                (network.namespace, network.name, phase.value))]
+        return list(self._in_phase[(network, phase)])
 
     def failed_peerings_of(self, network: NetworkKey) -> list[Peering]:
         return self._peerings_in_phase(network, Phase.FAILED)

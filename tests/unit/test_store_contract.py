@@ -55,6 +55,43 @@ def test_a_write_that_raises_keeps_nothing_and_a_savepoint_only_its_own(store):
         assert [e.name for e in tx.events_after("a", None, 0, 100)] == ["n2", "n4"]
 
 
+def test_reads_in_a_write_see_its_writes_and_not_what_a_savepoint_undid(store):
+    """A write's reads are answered from the rows it already read or wrote
+    (the consent logic asks for the same ones many times): they must still
+    see every later write of the transaction, and forget what a rollback to
+    a savepoint undid."""
+    a, b = net("a", "na", 1), net("b", "nb", 2)
+    with store.write() as tx:
+        for n in (a, b):
+            tx.put_network(n)
+        tx.put_peering(half(a, b))
+    with store.write() as tx:
+        assert tx.find_peering_to(b.key, a.key) is None and tx.bound_peerings_of(a.key) == []
+        tx.put_peering(half(b, a, "q"))
+        assert tx.find_peering_to(b.key, a.key).name == "q"
+        bound = dataclasses.replace(half(a, b), phase=Phase.BOUND, revision=2)
+        tx.put_peering(bound)
+        assert [p.phase for p in tx.bound_peerings_of(a.key)] == [Phase.BOUND]
+        with pytest.raises(RuntimeError):
+            with tx.savepoint():
+                tx.put_network(dataclasses.replace(a, subnets=("10.9.0.0/24",), revision=2))
+                tx.put_peering(dataclasses.replace(bound, phase=Phase.FAILED, revision=3))
+                tx.delete_peering(PeeringKey("b", "nb", "q"))
+                assert tx.find_peering_to(b.key, a.key) is None and tx.bound_peerings_of(a.key) == []
+                assert tx.get_network(a.key).subnets == ("10.9.0.0/24",)
+                raise RuntimeError("undone")
+        assert tx.get_network(a.key).subnets == a.subnets
+        assert tx.get_peering(bound.key).phase == Phase.BOUND
+        assert [p.name for p in tx.bound_peerings_of(a.key)] == ["p"]
+        assert tx.find_peering_to(b.key, a.key).name == "q"
+        tx.set_dataplane_cfg(a.key, 7)
+        assert tx.get_peering(bound.key).dataplane_cfg == 7
+        tx.delete_peering(bound.key)
+        assert tx.get_peering(bound.key) is None and tx.find_peering_to(a.key, b.key) is None
+    with store.read() as tx:
+        assert [p.name for p in tx.peerings_of(b.key)] == ["q"] and tx.peerings_of(a.key) == []
+
+
 def test_networks_and_peerings_read_back_as_written(store):
     a, b = net("a", "na", 1), net("b", "nb", 2)
     with store.write() as tx:
