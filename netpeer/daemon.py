@@ -21,6 +21,7 @@ import threading
 from typing import Callable
 
 from netpeer.config import Config
+from netpeer.core import validate
 from netpeer.errors import InvalidArgument, Unavailable, Unreachable
 from netpeer.observe import logs
 from netpeer.observe.metrics import NONE
@@ -31,6 +32,11 @@ EXIT_REFUSED = 2
 # How long start-up waits for the NB replica after the store/OVN check before
 # it answers reads without it (writes wait for it).
 REPLICA_GRACE_S = 2.0
+
+# When the leader sweeps after another replica went away, in seconds from
+# then (and once more at ovn_timeout): at once, then in case the dead
+# replica's last NB transaction commits after its store sessions are gone.
+AFTER_DEPARTURE_S = (0.0, 1.0, 3.0)
 
 LOG = logging.getLogger("netpeerd")
 
@@ -208,18 +214,20 @@ class Daemon:
             thread.start()
 
     def _replica_gone(self, gone: set[str]) -> None:
-        """The leader repairs at once when another replica went away (it may
-        have died between its OVN commit and its store commit)."""
-        LOG.info("replica(s) %s went away: repairing now", ", ".join(sorted(gone)))
-        report = self.service.reconciler.repair()
-        if report.repaired_rows or report.errors:
-            LOG.warning("repair after a replica went away: %d OVN rows repaired, %d errors",
-                        report.repaired_rows, report.errors)
+        """The leader sweeps at once when another replica went away (it may
+        have died between its OVN commit and its store commit), and again
+        over the next ``ovn_timeout``: a transaction the replica sent just
+        before it died may still be committing in the NB (a Raft round, or a
+        leader election) when its sessions are already gone from the store."""
+        LOG.info("replica(s) %s went away: sweeping now and over the next %s", ", ".join(sorted(gone)),
+                 validate.format_duration(self.config.ovn_timeout))
+        self.service.reconciler.sweep_soon(AFTER_DEPARTURE_S + (self.config.ovn_timeout.total_seconds(),))
 
     def _lose(self) -> None:
         if self._leading is not None:
             self._leading.set()
-            self.service.programmer.poke()   # it sleeps at rest
+            self.service.programmer.poke()   # they sleep at rest
+            self.service.reconciler.wake()
         for thread in self._led:
             thread.join(timeout=self.config.ovn_timeout.total_seconds() + 5)
         self._led = []
@@ -273,7 +281,8 @@ class Daemon:
 
     def stop(self, grace: float = 2.0) -> None:
         self.stopping.set()
-        self.service.programmer.poke()   # it sleeps at rest
+        self.service.programmer.poke()   # they sleep at rest
+        self.service.reconciler.wake()
         if self.metrics_server is not None:
             self.metrics_server.stop()
         if self.site_server is not None:

@@ -16,7 +16,7 @@ import math
 import threading
 import time
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import Callable, Iterable
 
 from netpeer.core.consent import ONE_SITE
 from netpeer.core.dataplane import Dataplane
@@ -79,6 +79,9 @@ class Reconciler:
         self._full_due = False
         self._just_full = False
         self._prune_after = 0.0
+        #: Extra sweeps asked for (``sweep_soon``), as ``time.monotonic()`` times.
+        self._soon: list[float] = []
+        self._woken = threading.Event()
 
     #: Below this many rows a stray removal is never held back (crash leftovers).
     MIN_GUARDED = 20
@@ -293,6 +296,33 @@ class Reconciler:
                             t.errors + report.errors), self._blocked)
         return report
 
+    def sweep_soon(self, delays: Iterable[float]) -> None:
+        """Asks ``run`` for extra sweeps, ``delays`` seconds from now."""
+        now = time.monotonic()
+        with self._status_lock:
+            self._soon = sorted(self._soon + [now + d for d in delays])
+        self._woken.set()
+
+    def wake(self) -> None:
+        """Wakes ``run`` at once, to see its ``stop``."""
+        self._woken.set()
+
+    def _pause(self, stop: threading.Event, seconds: float) -> None:
+        """Waits ``seconds``, or less: until ``stop`` is set or an extra sweep
+        is due. Looks at ``stop`` at least once a second, even unwoken."""
+        until = time.monotonic() + seconds
+        while not stop.is_set():
+            now = time.monotonic()
+            with self._status_lock:
+                if self._soon and self._soon[0] <= now:
+                    self._soon = [t for t in self._soon if t > now]
+                    return
+                wake_at = min([until] + self._soon[:1])
+            if now >= until:
+                return
+            self._woken.wait(min(wake_at - now, 1.0))
+            self._woken.clear()
+
     def run(self, stop: threading.Event, interval: float, first_delay: float = 0.2,
             before_first: Callable[[], bool] = lambda: True) -> None:
         """Sweeps until ``stop`` is set: once the dataplane is reachable, at
@@ -307,7 +337,7 @@ class Reconciler:
                     report = self.sweep()
                 except Exception as exc:   # never end the sweeps: the next one tries again
                     LOG.error("sweep failed: %s", exc)
-                    stop.wait(interval)
+                    self._pause(stop, interval)
                     continue
                 if first or report.expired or report.repaired_rows or report.errors:
                     LOG.info("sweep: %d expired, %d OVN rows repaired, %d errors",
@@ -316,4 +346,4 @@ class Reconciler:
                 if report.expired >= self.EXPIRY_PER_SWEEP:
                     stop.wait(0.05)   # more to expire: the next sweep right away
                     continue
-            stop.wait(interval if not first else first_delay)
+            self._pause(stop, interval if not first else first_delay)

@@ -112,7 +112,10 @@ def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, requ
     """A replica killed between its OVN commit and its store commit leaves
     rows of a write nobody acknowledged; alone, its restart would sweep them.
     Here the leader does, as soon as the replica's sessions are gone, long
-    before its next periodic sweep (30 s)."""
+    before its next periodic sweep (30 s). And a transaction the replica sent
+    just before it died may commit in the NB after its sessions are gone
+    (here: just after the leader's first repair): the leader sweeps again
+    over the next ``ovn_timeout`` and removes those rows too."""
     import uuid
 
     from netpeer.core.dataplane import NetworkState, Stamp
@@ -144,9 +147,15 @@ def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, requ
         killed = time.monotonic()
         wait_for("the leader removed the dead write's rows", in_sync, 10)   # well before the 30 s sweep
         took = time.monotonic() - killed
+        late = Network("a", "late", str(uuid.uuid4()), ("10.8.0.0/24",), (), "", utcnow(), utcnow(), 1)
+        checker.sync({late.uid: NetworkState(late, (), ())}, Stamp(stamp.store_id, stamp.generation + 1))
+        assert not in_sync()
+        wait_for("the leader removed the rows of a write that landed late", in_sync, 15)
+        took_late = time.monotonic() - killed
         report = Service(store, checker).repair()
         assert (report.repaired_rows, report.errors) == (0, 0), report
     finally:
         checker.close()
         store.close()
-    publish(request, "replicas_dead_write_repaired", {"kill_to_rows_removed_s": round(took, 2)})
+    publish(request, "replicas_dead_write_repaired", {"kill_to_rows_removed_s": round(took, 2),
+                                                      "kill_to_late_rows_removed_s": round(took_late, 2)})
