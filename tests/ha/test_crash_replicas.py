@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import os
 import random
+import re
 import signal
 import threading
 import time
@@ -139,6 +140,22 @@ class Workload:
         return took
 
 
+def check_explained(work: Workload, checker: OvnBackend, daemons, when: str) -> None:
+    """``work.check``; when it fails, with what each replica logged about
+    leading, sweeping and repairing (a failure here is rare, and its cause
+    is in those lines)."""
+    try:
+        work.check(checker, when)
+    except AssertionError as exc:
+        logs = []
+        for i, d in enumerate(daemons):
+            text = d.log.read_text(errors="replace") if d.log.exists() else ""
+            picked = [line for line in text.splitlines()
+                      if re.search(r"lead|sweep|repair|went away|stray|refused|OVN|NB", line)]
+            logs.append(f"--- replica {i + 1}, last {min(len(picked), 40)} such lines:\n" + "\n".join(picked[-40:]))
+        raise AssertionError(f"{exc}\n" + "\n".join(logs)) from None
+
+
 def wait_healthy(daemons, timeout: float = 60) -> None:
     """Until every replica answers with OVN connected (after a fault, before
     calls that must not fail)."""
@@ -200,10 +217,10 @@ def test_kill9_a_random_replica_loses_nothing(replicas, nb3, request):
             daemons[victim].wait_ready()
             wait_healthy(daemons)
             to_serving.append(time.monotonic() - t_kill)
-            work.check(checker, f"after kill {len(to_next_write)}")
+            check_explained(work, checker, daemons, f"after kill {len(to_next_write)}")
         work.run(TOTAL_OPS - work.done)
         assert work.error is None, work.error
-        work.check(checker, "at the end")
+        check_explained(work, checker, daemons, "at the end")
     finally:
         work.close()
         checker.close()
