@@ -36,6 +36,7 @@ REPLICA_GRACE_S = 2.0
 # When the leader sweeps after another replica went away, in seconds from
 # then (and once more at ovn_timeout): at once, then in case the dead
 # replica's last NB transaction commits after its store sessions are gone.
+# A new leader sweeps at the same times after it took over.
 AFTER_DEPARTURE_S = (0.0, 1.0, 3.0)
 
 LOG = logging.getLogger("netpeerd")
@@ -208,8 +209,15 @@ class Daemon:
                      threading.Thread(target=self.service.programmer.run, name="programmer", daemon=True,
                                       args=(self._leading,))]
         from netpeer.service.leader import ReplicaWatch
-        self._led.append(threading.Thread(target=ReplicaWatch(self.config.store).run, name="replicas",
+        watch = ReplicaWatch(self.config.store)
+        # Who is connected now, before the first sweep starts: a replica that dies
+        # from here on is seen going, even one that dies before the watch's first round.
+        watch.look()
+        self._led.append(threading.Thread(target=watch.run, name="replicas",
                                           daemon=True, args=(self._leading, self._replica_gone)))
+        # A new leader most often follows a departure (the old leader's): its last
+        # NB transaction may land after the first sweep, which runs at once.
+        self.service.reconciler.sweep_soon(AFTER_DEPARTURE_S[1:] + (self.config.ovn_timeout.total_seconds(),))
         for thread in self._led:
             thread.start()
 

@@ -180,6 +180,17 @@ class ReplicaWatch:
     def replicas(self) -> set[str]:
         return self._db.replicas()
 
+    def look(self) -> None:
+        """Notes who is connected now: ``run`` reports any of them that goes
+        away from this moment on (without it, one that died before ``run``'s
+        first round would go unnoticed). The store away: ``run`` takes its
+        first look when it answers again."""
+        try:
+            self.departed()
+        except Exception:
+            self._seen = None
+            self._db.close()
+
     def departed(self) -> set[str]:
         """The replicas gone since the last call (none on the first call)."""
         now = self.replicas()
@@ -200,4 +211,7 @@ class ReplicaWatch:
                 if gone:
                     on_departure(gone)
         finally:
-            self._db.close()
+            self.close()
+
+    def close(self) -> None:
+        self._db.close()

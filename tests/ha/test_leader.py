@@ -120,7 +120,8 @@ def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, requ
 
     from netpeer.core.dataplane import NetworkState, Stamp
     from netpeer.core.models import Network, utcnow
-    daemons = replicas(2, nb3.nb_remote, sweep_interval="30s", leader_lease=timedelta(seconds=LEASE))
+    daemons = replicas(2, nb3.nb_remote, sweep_interval="30s", leader_lease=timedelta(seconds=LEASE),
+                       ovn_timeout="4s")
     for d in daemons:
         d.start()
     wait_for("one leader", lambda: len(leaders(daemons)) == 1, 10)
@@ -131,7 +132,8 @@ def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, requ
     try:
         with Client(daemons[leader].endpoint, ADMIN_TOKEN) as admin:
             admin.create_network("a", "kept", ["10.1.0.0/24"])
-        daemons[leader].wait_sweep(0)
+        # The sweeps of its takeover are over (at once, then 1 s, 3 s and ovn_timeout later).
+        daemons[leader].wait_sweep(3)
         # What a write that died after its OVN transaction leaves: rows of a network the store never got.
         ghost = Network("a", "ghost", str(uuid.uuid4()), ("10.9.0.0/24",), (), "", utcnow(), utcnow(), 1)
         stamp = checker.read_stamp()
@@ -159,3 +161,75 @@ def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, requ
         store.close()
     publish(request, "replicas_dead_write_repaired", {"kill_to_rows_removed_s": round(took, 2),
                                                       "kill_to_late_rows_removed_s": round(took_late, 2)})
+
+
+def test_a_new_leader_sweeps_again_for_the_old_leaders_last_write(replicas, nb3, request):
+    """The leader dies with an NB transaction under way; it commits after the
+    survivor took over and ran its first sweep (a Raft round, an NB leader
+    election). The survivor never saw the old leader go (it was gone before
+    the survivor led), so what makes it look again is the takeover itself:
+    it sweeps again over the next ``ovn_timeout``, long before its next
+    periodic sweep (30 s)."""
+    import uuid
+
+    from netpeer.core.dataplane import NetworkState, Stamp
+    from netpeer.core.models import Network, utcnow
+    daemons = replicas(2, nb3.nb_remote, sweep_interval="30s", leader_lease=timedelta(seconds=LEASE))
+    for d in daemons:
+        d.start()
+    wait_for("one leader", lambda: len(leaders(daemons)) == 1, 10)
+    leader = leaders(daemons)[0]
+    survivor = daemons[1 - leader]
+    store = PostgresStore(daemons[0].config.store)
+    checker = OvnBackend(nb3.nb_remote)
+    assert checker.wait_connected(30)
+    try:
+        with Client(daemons[leader].endpoint, ADMIN_TOKEN) as admin:
+            admin.create_network("a", "kept", ["10.1.0.0/24"])
+        daemons[leader].kill9()
+        killed = time.monotonic()
+        wait_for("the survivor leads", lambda: leaders([survivor]) == [0], LEASE + 10)
+        survivor.wait_sweep(0)
+
+        def in_sync() -> bool:
+            with store.read() as tx:
+                return not diff_ovn(expected_ids(tx), actual_ids(checker))
+        assert in_sync()
+        # The dead leader's last transaction lands now: rows of a network the store never got.
+        late = Network("a", "late", str(uuid.uuid4()), ("10.8.0.0/24",), (), "", utcnow(), utcnow(), 1)
+        stamp = checker.read_stamp()
+        checker.sync({late.uid: NetworkState(late, (), ())}, Stamp(stamp.store_id, stamp.generation + 1))
+        landed = time.monotonic()
+        assert not in_sync()
+        wait_for("the new leader removed the rows of the old leader's late write", in_sync, 15)
+        took = time.monotonic() - landed
+        report = Service(store, checker).repair()
+        assert (report.repaired_rows, report.errors) == (0, 0), report
+    finally:
+        checker.close()
+        store.close()
+    for d in daemons:
+        d.assert_no_internal_errors()
+    publish(request, "replicas_takeover_late_write_repaired", {
+        "kill_to_takeover_sweep_s": round(landed - killed, 2), "landing_to_rows_removed_s": round(took, 2)})
+
+
+def test_the_watch_sees_a_replica_that_goes_before_its_first_round(pg_url):
+    """The leader looks at who is connected as it takes over, before its
+    first sweep: a replica that dies a moment later (before the watch's
+    first round) is still reported gone."""
+    import psycopg
+
+    from netpeer.service.leader import ReplicaWatch
+    from netpeer.store.pg_lease import APP_PREFIX
+    other = psycopg.connect(pg_url, application_name=f"{APP_PREFIX}elsewhere:1")
+    watch = ReplicaWatch(pg_url)
+    try:
+        watch.look()
+        other.close()
+        gone = set()
+        wait_for("the replica's session is gone", lambda: gone.update(watch.departed()) or gone, 10, step=0.05)
+        assert gone == {f"{APP_PREFIX}elsewhere:1"}
+    finally:
+        other.close()
+        watch.close()
