@@ -126,6 +126,9 @@ class OvnBackend:
         to return) in one NB transaction; nothing when there are none. Every
         failure comes out as ``Unavailable`` or ``FailedPrecondition``.
 
+        A plan made from a replica that had not yet heard of another
+        replica's transaction fails its wait on the state marker (``plan``);
+        it is computed again once the replica changed, until the timeout.
         A refusal is tried once more after the replica moved on: a transaction
         that timed out may commit later (OVSDB writes are at-least-once, e.g.
         across an NB leader change), and operations computed just before that
@@ -157,13 +160,13 @@ class OvnBackend:
                     raise FailedPrecondition(
                         f"OVN refused the change ({str(exc)[:200]}); nothing was changed. netpeerd's repair "
                         "sweep restores hand-edited rows: retry after it ran") from exc
-                wait = time.monotonic() + 1.0
-                while conn.change_seqno == seqno and time.monotonic() < wait:
-                    time.sleep(0.02)
+                self._wait_for_change(seqno, 1.0)
                 continue
             except TryAgain as exc:
+                # Most often the plan's wait on the state marker: another replica's
+                # transaction came first, and the replica is about to hear of it.
                 if time.monotonic() + 0.1 < deadline:
-                    time.sleep(0.1)
+                    self._wait_for_change(seqno, 0.1)
                     continue
                 LOG.warning("OVN NB %s could not commit within %gs: %.200s", what, self.timeout, exc)
                 raise Unavailable(f"OVN northbound database {self.remote} could not commit within "
@@ -185,6 +188,12 @@ class OvnBackend:
                                   "not recorded, retry") from exc
             self.on_transaction(what, time.perf_counter() - started)
             return result, reply
+
+    def _wait_for_change(self, seqno: int, most: float) -> None:
+        """Until the replica changed since ``seqno``, ``most`` seconds at most."""
+        until = time.monotonic() + most
+        while self._conn.change_seqno == seqno and time.monotonic() < until:
+            time.sleep(0.005)
 
     # ------------------------------------------------------------ Dataplane
     def _rows(self, desired: Desired) -> dict[str, list[Row] | None]:

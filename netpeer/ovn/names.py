@@ -25,6 +25,7 @@ PEERING = "netpeer:peering"    # the name of the network's peering towards PEER,
 STATE_OF = "netpeer:state-of"  # on the state marker (not netpeer:owner: it is no dataplane row): its owner
 STORE_ID = "netpeer:store-id"  # on the state marker: which store wrote OVN last ...
 GENERATION = "netpeer:generation"  # ... and how far it had got (netpeer.service.epoch)
+SERIAL = "netpeer:serial"      # on the state marker: one more per transaction of netpeer's (netpeer.ovn.plan)
 
 
 def _short(uid: str) -> str:

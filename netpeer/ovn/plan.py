@@ -235,18 +235,41 @@ class _Planner:
         return SyncReport(created, updated, deleted)
 
     def stamp(self, want: Row) -> None:
+        """Records ``want``'s stamp on the state marker, and makes the
+        transaction conditional on the marker being as the replica shows it.
+
+        Replicas of netpeerd write one at a time, each planning from its own
+        copy of the NB, which can lag the last transaction of another replica
+        by a moment. Planned from a stale copy, the deletes and updates of
+        rows that transaction added do nothing, and still commit (the rows of
+        a peering deleted just after it was bound stay). So every transaction
+        that changes anything moves the marker (``names.SERIAL``, one more
+        each time) and waits for it first: a plan made before another
+        replica's transaction fails as ``timed out``, and is computed again
+        on a copy that has caught up (``OvnBackend._write``)."""
         hit = self.lookup(want.table, want.columns["name"])
+        where = [["name", "==", want.columns["name"]]]
         if hit is None:
+            self.ops.insert(0, {"op": "wait", "timeout": 0, "table": want.table, "where": where,
+                                "columns": ["name"], "until": "==", "rows": []})
             self.ops.append({"op": "insert", "table": want.table, "row": {
-                "name": want.columns["name"], "external_ids": wire(dict(want.external_ids))}})
+                "name": want.columns["name"], "external_ids": wire({**want.external_ids, names.SERIAL: "1"})}})
             return
         uuid, row = hit
-        if self._ext(row).get(names.STATE_OF) != self.owner:
+        have = self._ext(row)
+        if have.get(names.STATE_OF) != self.owner:
             raise ForeignRowConflict(f"{want.table} {want.columns['name']} exists but is not netpeer's state marker "
                                      f"(owner {self.owner!r}); remove or rename it")
-        if dict(self._ext(row)) != dict(want.external_ids):
-            self.ops.append({"op": "update", "table": want.table, "where": _where(uuid),
-                             "row": {"external_ids": wire(dict(want.external_ids))}})
+        if not self.ops and all(have.get(k) == v for k, v in want.external_ids.items()):
+            return   # nothing to change: no transaction
+        self.ops.insert(0, {"op": "wait", "timeout": 0, "table": want.table, "where": where,
+                            "columns": ["external_ids"], "until": "==", "rows": [{"external_ids": wire(dict(have))}]})
+        try:
+            serial = int(have.get(names.SERIAL, "0")) + 1
+        except ValueError:
+            serial = 1
+        self.ops.append({"op": "update", "table": want.table, "where": _where(uuid),
+                         "row": {"external_ids": wire({**want.external_ids, names.SERIAL: str(serial)})}})
 
 
 def plan_sync(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row] | None],

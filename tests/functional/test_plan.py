@@ -14,6 +14,7 @@ reads the same database alongside.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 
@@ -281,3 +282,44 @@ def test_pairs_another_daemon_adds_to_a_shared_map_are_kept(nb):
     options = ovn.nbctl("get", "Logical_Switch_Port", "np-tsp-x", "options").strip()
     assert options == '{requested-tnl-key="7", router-port=np-tsr-x}', options
     assert plan_sync(feed.replica, OWNER, desired).ops == ()
+
+
+def test_a_plan_from_a_replica_that_lags_another_writer_is_made_again(nb):
+    """Two netpeerd replicas on one NB write one after the other, each
+    planning from its own copy of the NB. Here B's copy has not yet heard of
+    A's bind when B writes the unbind: planned from that copy, the unbind
+    deletes nothing and would still commit, leaving the pair's rows behind.
+    The plan waits on the state marker, so B's transaction fails until its
+    copy has caught up, and is then made again: the rows go."""
+    ovn, a, feed = nb
+    b = OvnBackend(ovn.nb_remote, owner=OWNER, timeout=30)
+    try:
+        assert b.wait_connected(30)
+        nets = {i: network(i) for i in range(2)}
+        a.sync(states(nets, []), Stamp("store-1", 1))
+        deadline = time.monotonic() + 30
+        while b.read_stamp() != Stamp("store-1", 1):
+            assert time.monotonic() < deadline, "B's replica did not catch up"
+            time.sleep(0.02)
+        replica, held = b._conn.replica, []
+        replica.apply = held.append   # B's copy stops here: updates wait
+        try:
+            bound = a.sync(states(nets, [(0, 1)]), Stamp("store-1", 2))
+            assert bound.created > 0
+            done: list = []
+            writer = threading.Thread(target=lambda: done.append(b.sync(states(nets, []), Stamp("store-1", 3))))
+            writer.start()
+            writer.join(1.0)
+            assert not done, f"B wrote from a copy that had not seen A's bind: {done}"
+            assert held, "A's bind never reached B's connection"
+        finally:
+            with b._conn.lock:
+                del replica.apply
+                for update in held:
+                    replica.apply(update)
+        writer.join(30)
+        assert done and done[0].deleted == bound.created, (done, bound)
+        agree(ovn, a, feed, states(nets, []))
+        assert a.read_stamp() == Stamp("store-1", 3)
+    finally:
+        b.close()
