@@ -12,10 +12,15 @@ once (one Deleted event, one "expired" line in the two logs together).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
+import uuid
 from datetime import timedelta
 
 from netpeer.api.client import Client
+from netpeer.core.dataplane import NetworkState, Stamp
+from netpeer.core.models import Network, utcnow
 from netpeer.ovn import names
 from netpeer.ovn.backend import OvnBackend
 from netpeer.service import Service
@@ -45,6 +50,47 @@ def wait_for(what: str, condition, timeout: float, step: float = 0.02) -> float:
     return time.monotonic() - start
 
 
+def in_sync(store: PostgresStore, checker: OvnBackend) -> bool:
+    """OVN holds exactly the rows the store explains."""
+    with store.read() as tx:
+        return not diff_ovn(expected_ids(tx), actual_ids(checker))
+
+
+def land_dead_write(checker: OvnBackend, name: str, prefix: str) -> None:
+    """What a write that died after its OVN transaction leaves: the rows of
+    a network the store never got, with the stamp that write would have set."""
+    stamp = checker.read_stamp()
+    net = Network("a", name, str(uuid.uuid4()), (prefix,), (), "", utcnow(), utcnow(), 1)
+    checker.sync({net.uid: NetworkState(net, (), ())}, Stamp(stamp.store_id, stamp.generation + 1))
+
+
+@contextlib.contextmanager
+def two_replicas(replicas, nb3, **config):
+    """Two replicas started (periodic sweeps 30 s apart) holding one network,
+    with the shared store and an OVN reader of the test's own: (replicas, the
+    leader's index, store, reader)."""
+    daemons = replicas(2, nb3.nb_remote, sweep_interval="30s", leader_lease=timedelta(seconds=LEASE), **config)
+    for d in daemons:
+        d.start()
+    wait_for("one leader", lambda: len(leaders(daemons)) == 1, 10)
+    leader = leaders(daemons)[0]
+    store = PostgresStore(daemons[0].config.store)
+    checker = OvnBackend(nb3.nb_remote)
+    try:
+        assert checker.wait_connected(30)
+        with Client(daemons[leader].endpoint, ADMIN_TOKEN) as admin:
+            admin.create_network("a", "kept", ["10.1.0.0/24"])
+        yield daemons, leader, store, checker
+    finally:
+        checker.close()
+        store.close()
+
+
+def assert_nothing_to_repair(store: PostgresStore, checker: OvnBackend) -> None:
+    report = Service(store, checker).repair()
+    assert (report.repaired_rows, report.errors) == (0, 0), report
+
+
 def test_the_sweeps_move_to_the_survivor(replicas, nb3, request):
     daemons = replicas(2, nb3.nb_remote, sweep_interval="1s", leader_lease=timedelta(seconds=LEASE))
     for d in daemons:
@@ -66,18 +112,15 @@ def test_the_sweeps_move_to_the_survivor(replicas, nb3, request):
         leader = leaders(daemons)[0]
         survivor = daemons[1 - leader]
 
-        def in_sync() -> bool:
-            with store.read() as tx:
-                return not diff_ovn(expected_ids(tx), actual_ids(checker))
-
-        wait_for("OVN matches the store", in_sync, 10)
+        synced = functools.partial(in_sync, store, checker)
+        wait_for("OVN matches the store", synced, 10)
         daemons[leader].kill9()
         killed = time.monotonic()
         nb3.nbctl("lr-route-del", names.router(b["uid"]), "10.1.0.0/24")   # drift, while nobody leads
-        assert not in_sync()
+        assert not synced()
         wait_for("the survivor leads", lambda: leaders([survivor]) == [0], SWEEP + LEASE + 5)
         took_over = time.monotonic() - killed
-        wait_for("the drifted route is restored", in_sync, SWEEP + LEASE + 5)
+        wait_for("the drifted route is restored", synced, SWEEP + LEASE + 5)
         repaired = time.monotonic() - killed
 
         with Client(survivor.endpoint, ADMIN_TOKEN) as admin:
@@ -116,49 +159,23 @@ def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, requ
     just before it died may commit in the NB after its sessions are gone
     (here: just after the leader's first repair): the leader sweeps again
     over the next ``ovn_timeout`` and removes those rows too."""
-    import uuid
-
-    from netpeer.core.dataplane import NetworkState, Stamp
-    from netpeer.core.models import Network, utcnow
-    daemons = replicas(2, nb3.nb_remote, sweep_interval="30s", leader_lease=timedelta(seconds=LEASE),
-                       ovn_timeout="4s")
-    for d in daemons:
-        d.start()
-    wait_for("one leader", lambda: len(leaders(daemons)) == 1, 10)
-    leader = leaders(daemons)[0]
-    store = PostgresStore(daemons[0].config.store)
-    checker = OvnBackend(nb3.nb_remote)
-    assert checker.wait_connected(30)
-    try:
-        with Client(daemons[leader].endpoint, ADMIN_TOKEN) as admin:
-            admin.create_network("a", "kept", ["10.1.0.0/24"])
+    with two_replicas(replicas, nb3, ovn_timeout="4s") as (daemons, leader, store, checker):
+        synced = functools.partial(in_sync, store, checker)
         # The sweeps of its takeover are over (at once, then 1 s, 3 s and ovn_timeout later).
         daemons[leader].wait_sweep(3)
-        # What a write that died after its OVN transaction leaves: rows of a network the store never got.
-        ghost = Network("a", "ghost", str(uuid.uuid4()), ("10.9.0.0/24",), (), "", utcnow(), utcnow(), 1)
-        stamp = checker.read_stamp()
-        checker.sync({ghost.uid: NetworkState(ghost, (), ())}, Stamp(stamp.store_id, stamp.generation + 1))
-
-        def in_sync() -> bool:
-            with store.read() as tx:
-                return not diff_ovn(expected_ids(tx), actual_ids(checker))
-        assert not in_sync()
+        land_dead_write(checker, "ghost", "10.9.0.0/24")
+        assert not synced()
         time.sleep(1.0)
-        assert not in_sync(), "something removed the rows before any replica went away"
+        assert not synced(), "something removed the rows before any replica went away"
         daemons[1 - leader].kill9()
         killed = time.monotonic()
-        wait_for("the leader removed the dead write's rows", in_sync, 10)   # well before the 30 s sweep
+        wait_for("the leader removed the dead write's rows", synced, 10)   # well before the 30 s sweep
         took = time.monotonic() - killed
-        late = Network("a", "late", str(uuid.uuid4()), ("10.8.0.0/24",), (), "", utcnow(), utcnow(), 1)
-        checker.sync({late.uid: NetworkState(late, (), ())}, Stamp(stamp.store_id, stamp.generation + 1))
-        assert not in_sync()
-        wait_for("the leader removed the rows of a write that landed late", in_sync, 15)
+        land_dead_write(checker, "late", "10.8.0.0/24")
+        assert not synced()
+        wait_for("the leader removed the rows of a write that landed late", synced, 15)
         took_late = time.monotonic() - killed
-        report = Service(store, checker).repair()
-        assert (report.repaired_rows, report.errors) == (0, 0), report
-    finally:
-        checker.close()
-        store.close()
+        assert_nothing_to_repair(store, checker)
     publish(request, "replicas_dead_write_repaired", {"kill_to_rows_removed_s": round(took, 2),
                                                       "kill_to_late_rows_removed_s": round(took_late, 2)})
 
@@ -170,44 +187,20 @@ def test_a_new_leader_sweeps_again_for_the_old_leaders_last_write(replicas, nb3,
     the survivor led), so what makes it look again is the takeover itself:
     it sweeps again over the next ``ovn_timeout``, long before its next
     periodic sweep (30 s)."""
-    import uuid
-
-    from netpeer.core.dataplane import NetworkState, Stamp
-    from netpeer.core.models import Network, utcnow
-    daemons = replicas(2, nb3.nb_remote, sweep_interval="30s", leader_lease=timedelta(seconds=LEASE))
-    for d in daemons:
-        d.start()
-    wait_for("one leader", lambda: len(leaders(daemons)) == 1, 10)
-    leader = leaders(daemons)[0]
-    survivor = daemons[1 - leader]
-    store = PostgresStore(daemons[0].config.store)
-    checker = OvnBackend(nb3.nb_remote)
-    assert checker.wait_connected(30)
-    try:
-        with Client(daemons[leader].endpoint, ADMIN_TOKEN) as admin:
-            admin.create_network("a", "kept", ["10.1.0.0/24"])
+    with two_replicas(replicas, nb3) as (daemons, leader, store, checker):
+        synced = functools.partial(in_sync, store, checker)
+        survivor = daemons[1 - leader]
         daemons[leader].kill9()
         killed = time.monotonic()
         wait_for("the survivor leads", lambda: leaders([survivor]) == [0], LEASE + 10)
         survivor.wait_sweep(0)
-
-        def in_sync() -> bool:
-            with store.read() as tx:
-                return not diff_ovn(expected_ids(tx), actual_ids(checker))
-        assert in_sync()
-        # The dead leader's last transaction lands now: rows of a network the store never got.
-        late = Network("a", "late", str(uuid.uuid4()), ("10.8.0.0/24",), (), "", utcnow(), utcnow(), 1)
-        stamp = checker.read_stamp()
-        checker.sync({late.uid: NetworkState(late, (), ())}, Stamp(stamp.store_id, stamp.generation + 1))
+        assert synced()
+        land_dead_write(checker, "late", "10.8.0.0/24")   # the dead leader's last transaction, landing now
         landed = time.monotonic()
-        assert not in_sync()
-        wait_for("the new leader removed the rows of the old leader's late write", in_sync, 15)
+        assert not synced()
+        wait_for("the new leader removed the rows of the old leader's late write", synced, 15)
         took = time.monotonic() - landed
-        report = Service(store, checker).repair()
-        assert (report.repaired_rows, report.errors) == (0, 0), report
-    finally:
-        checker.close()
-        store.close()
+        assert_nothing_to_repair(store, checker)
     for d in daemons:
         d.assert_no_internal_errors()
     publish(request, "replicas_takeover_late_write_repaired", {
