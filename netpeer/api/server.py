@@ -30,6 +30,7 @@ from grpc_reflection.v1alpha import reflection
 from netpeer import errors
 from netpeer.api import convert
 from netpeer.api.errors import code_for
+from netpeer.api.notifier import Notifier
 from netpeer.api.servicers import READ, WRITE, NetworkHandlers, StatusHandlers, TokenHandlers
 from netpeer.observe import logs
 from netpeer.observe.metrics import NONE
@@ -98,6 +99,19 @@ def _metadata(context, key: str) -> str | None:
     return None
 
 
+async def abort(context, code: grpc.StatusCode, message: str, trailer) -> None:
+    """Ends the call with ``code`` (raises ``AbortError``, as ``context.abort``
+    does). A caller that already gave up (its deadline passed while the call
+    waited) leaves no one to send the status to: gRPC then fails the send,
+    which is no error of netpeerd's, and the call ends as cancelled."""
+    try:
+        await context.abort(code, message, trailing_metadata=trailer)
+    except grpc.aio.AbortError:
+        raise
+    except Exception:
+        raise asyncio.CancelledError() from None
+
+
 def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
     """An async gRPC method: authenticates on the read pool, runs ``fn`` on
     the pool of its kind, and maps every netpeer error to its status code;
@@ -119,14 +133,14 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
             if remaining is not None and remaining <= 0:
                 # Queued behind others until the caller gave up: do not act on it any more.
                 code = "DEADLINE_EXCEEDED"
-                await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran",
-                                    trailing_metadata=trailer)
+                await abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran",
+                             trailer)
             answer = await run(pools.of(kind), fn, request, caller)
             context.set_trailing_metadata(trailer)
             return answer
         except errors.NetpeerError as exc:
             code = code_for(exc).name
-            await context.abort(code_for(exc), exc.message, trailing_metadata=trailer)
+            await abort(context, code_for(exc), exc.message, trailer)
         except asyncio.CancelledError:
             code = "CANCELLED"
             raise
@@ -135,8 +149,8 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
                 raise
             code = "INTERNAL"
             LOG.exception("internal error in %s", fn.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})",
-                                trailing_metadata=trailer)
+            await abort(context, grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})",
+                         trailer)
         finally:
             metrics.rpc(fn.__name__, code, time.perf_counter() - started)
 
@@ -144,67 +158,7 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
     return method
 
 
-class _Notifier:
-    """Wakes the watchers of the namespaces that changed, and only those.
-
-    One task (``run``) follows the newest revision: at once when this process
-    committed something (``poke``), and every ``POLL`` seconds for changes
-    committed by another process. Each watcher waits on its namespace's
-    event; a revoked token wakes them all (``wake_all``) to re-authenticate.
-    So an idle watcher costs a coroutine, and a commit costs one store query
-    whatever the number of watchers."""
-
-    POLL = 1.0
-    #: A watcher re-reads at least this often even if nothing woke it.
-    SAFETY = 30.0
-
-    def __init__(self):
-        self.watchers = 0
-        self._events: dict[str, asyncio.Event] = {}
-        self._kick: asyncio.Event | None = None
-        self.head: int | None = None
-
-    def poke(self) -> None:
-        """In the event loop: something was committed here."""
-        if self._kick is not None:
-            self._kick.set()
-
-    def wake_all(self) -> None:
-        events, self._events = self._events, {}
-        for event in events.values():
-            event.set()
-
-    def event_for(self, namespace: str) -> asyncio.Event:
-        event = self._events.get(namespace)
-        if event is None:
-            event = self._events[namespace] = asyncio.Event()
-        return event
-
-    async def run(self, changed) -> None:
-        """``changed(after)`` -> (newest revision, namespaces changed after ``after``)."""
-        self._kick = asyncio.Event()
-        while True:
-            try:
-                await asyncio.wait_for(self._kick.wait(), self.POLL)
-            except asyncio.TimeoutError:
-                pass
-            self._kick.clear()
-            try:
-                head, namespaces = await changed(self.head if self.head is not None else 0)
-            except Exception as exc:   # the next round tries again
-                LOG.debug("watch notifier: %s", exc)
-                continue
-            if self.head is None:
-                self.head = head
-                continue
-            self.head = head
-            for ns in namespaces:
-                event = self._events.pop(ns, None)
-                if event is not None:
-                    event.set()
-
-
-def _watch(service: Service, pools: _Pools, notifier: _Notifier):
+def _watch(service: Service, pools: _Pools, notifier: Notifier):
     """The Watch stream: re-authenticates and reads the next changes on the
     read pool, so an idle watcher holds a coroutine and nothing else, and a
     slow one only ever waits on its own stream."""
@@ -238,17 +192,17 @@ def _watch(service: Service, pools: _Pools, notifier: _Notifier):
                     except asyncio.TimeoutError:
                         pass
         except errors.NetpeerError as exc:
-            await context.abort(code_for(exc), exc.message)
+            await abort(context, code_for(exc), exc.message, ())
         except Exception:
             LOG.exception("internal error in Watch")
-            await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log")
+            await abort(context, grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log", ())
         finally:
             notifier.watchers -= 1
 
     return Watch
 
 
-def _servicer(base: type, handlers: object, service: Service, pools: _Pools, notifier: _Notifier, metrics):
+def _servicer(base: type, handlers: object, service: Service, pools: _Pools, notifier: Notifier, metrics):
     """An instance of the generated servicer ``base`` whose methods are the
     handlers of ``handlers``."""
     methods = {}
@@ -299,7 +253,7 @@ class Server:
         self.address = address
         self.limits = limits
         self._pools = _Pools(limits)
-        self.notifier = _Notifier()
+        self.notifier = Notifier()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-aio", daemon=True)
         self._thread.start()
