@@ -95,6 +95,9 @@ class Daemon:
         self.service.leadership = self.leadership
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
         self.service.reconciler.full_pass = config.full_sweep_interval.total_seconds()
+        # A transit switch port got its key across sites: the rest of its
+        # attachment waits for that (netpeer.ovn.ic_rows), so sweep now.
+        self.backend.changes.on_keyed = lambda: self.service.reconciler.sweep_soon((0.0,))
         self.metrics, self.metrics_server = NONE, None
         if config.metrics_listen:
             from netpeer.observe.metrics import Metrics

@@ -76,6 +76,9 @@ class SyncReport:
     #: The configuration sequence number the change needs every chassis to
     #: reach (``programmed()``), when the sync asked for one.
     cfg: int | None = None
+    #: Of ``created``: rows that had waited for something the dataplane does
+    #: itself (a key across sites) and now could go in; not drift.
+    released: int = 0
 
     @property
     def changed(self) -> int:
@@ -83,7 +86,8 @@ class SyncReport:
 
     def __add__(self, other: "SyncReport") -> "SyncReport":
         return SyncReport(self.created + other.created, self.updated + other.updated,
-                          self.deleted + other.deleted, other.cfg if other.cfg is not None else self.cfg)
+                          self.deleted + other.deleted, other.cfg if other.cfg is not None else self.cfg,
+                          self.released + other.released)
 
 
 class Dataplane(Protocol):

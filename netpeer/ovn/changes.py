@@ -10,7 +10,12 @@ sweep, all of them every ``full_sweep_interval``) catches anything this misses.
 
 What maps a changed row to networks: its ``netpeer:network`` tag before and
 after the change (a hand edit that strips or rewrites the tags is still seen
-through the old values). A change this cannot place asks for a full pass:
+through the old values). When ``ovn-ic`` gives one of our transit switch
+ports its tunnel key, ``on_keyed`` says so at once: the rest of that
+attachment waits for it (``netpeer.ovn.ic_rows``, "Two steps"), and the
+sweep that adds it should not wait for the next interval.
+
+A change this cannot place asks for a full pass:
 an untagged row named like ours (``np-``/``np_``: a squatter appears or
 goes), and a reconnection, because the connection then replaces its replica
 without notifying each row (``netpeer.ovn.connection``'s ``seqno``).
@@ -19,8 +24,10 @@ without notifying each row (``netpeer.ovn.connection``'s ``seqno``).
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 from netpeer.ovn import names
+from netpeer.ovn.ic_rows import TUNNEL_KEY
 
 # Tables whose changes never concern a network's rows (OVN's acknowledgements).
 _IGNORED = frozenset({"NB_Global"})
@@ -35,10 +42,15 @@ class ChangeTracker:
         self._uids: set[str] = set()
         self._full = True          # nothing seen yet: the first pass is a full one
         self._seqno: object = None
+        #: Called (on the connection's thread) when one of our transit switch
+        #: ports got its tunnel key: the daemon asks for a sweep now.
+        self.on_keyed: Callable[[], None] = lambda: None
 
     def note(self, table: str, uuid: str, old, new) -> None:
         """One row changed (``netpeer.ovn.plain.ChangeHook``: ``old`` None
         when inserted, ``new`` None when deleted)."""
+        if table == "Logical_Switch_Port" and new is not None and self._got_key(old, new):
+            self.on_keyed()
         if table in _IGNORED or self._full:
             # A full pass is due anyway (e.g. the initial replication, every
             # row of it): nothing to note. ``take`` clears the flag before the
@@ -59,6 +71,12 @@ class ChangeTracker:
         if isinstance(name, str) and name.startswith(("np-", "np_")) and not name.startswith(names.TRANSIT_PREFIX):
             with self._lock:
                 self._full = True
+
+    def _got_key(self, old, new) -> bool:
+        tags = new.get("external_ids") or {}
+        if tags.get(names.OWNER) != self.owner or TUNNEL_KEY not in (new.get("options") or {}):
+            return False
+        return old is None or TUNNEL_KEY not in (old.get("options") or {})
 
     def take(self, seqno: object) -> set[str] | None:
         """The networks changed since the last call, or None when only a

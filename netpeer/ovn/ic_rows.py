@@ -26,6 +26,17 @@ The shape (measured in tests/sites, explained in docs/cross-site.md):
   without it every router on the shared switch pre-resolves every other
   router port (N^2 logical flows).
 
+Two steps: an attachment's switch port goes in first, alone; its router
+port, the drop-in policy and the pair's routes and policies follow once
+``ovn-ic`` has written the port's tunnel key across sites into it
+(``options:requested-tnl-key``; the backend wakes the sweep when it does).
+Both at once, ovn-northd first gives the switch port a key of its own and
+then ovn-ic's; ovn-controller (OVN 23.03) kept the first in the router
+port's flows when it had computed them in between, and the site sent every
+packet of that link with a key the other site dropped, until ovn-controller
+recomputed (docs/cross-site.md). A router port made after the key is final
+never sees the first.
+
 No route exchange: each site sets ``NB_Global options:ic-route-adv=false
 ic-route-learn=false`` (learned routes would give every router on the switch
 every other router's subnets).
@@ -42,9 +53,10 @@ from netpeer.core.dataplane import NetworkState, RemotePeer
 from netpeer.core.models import Network
 from netpeer.core.validate import TRANSIT_IPV6
 from netpeer.ovn import names
-from netpeer.ovn.rows import Parent, Row
+from netpeer.ovn.rows import After, Parent, Row
 
 ROUTER_OPTIONS = {"dynamic_neigh_routers": "true"}
+TUNNEL_KEY = "requested-tnl-key"   # the option ovn-ic sets on a transit switch port: its key across sites
 DEFAULT_TRANSIT_IPV4 = "169.254.0.0/16"
 
 # Router policy priorities: the single-site bands, plus one above them all.
@@ -126,6 +138,21 @@ class Attachment:
         return names.transit_switch_port(self.site, self.other, self.network_uid)
 
     @property
+    def router_port_ident(self) -> str:
+        return f"ts-lrp/{self.network_uid}/{self.other}"
+
+    @property
+    def switch_port_ident(self) -> str:
+        return f"ts-lsp/{self.network_uid}/{self.other}"
+
+    @property
+    def gate(self) -> After:
+        """What the router port and every row that routes through it wait
+        for: ``ovn-ic``'s tunnel key on the switch port (see the module
+        docstring, "Two steps")."""
+        return After(self.switch_port_ident, "options", TUNNEL_KEY, unless=self.router_port_ident)
+
+    @property
     def mac(self) -> str:
         return names.transit_mac(self.site, self.network_uid, self.other)
 
@@ -154,26 +181,28 @@ def _tags(owner: str, network: Network, kind: str, ident: str, **extra: str) -> 
 
 
 def attachment_rows(owner: str, network: Network, att: Attachment, gateway_group: str) -> list[Row]:
-    """The rows of one attachment: router port, switch port, drop-in, drop-to-transit."""
+    """The rows of one attachment: router port, switch port, drop-in,
+    drop-to-transit; the router port and drop-in wait for the switch port's
+    key (``Attachment.gate``)."""
     uid, ts, other = network.uid, att.transit_switch, att.other
     lr = names.router(uid)
     extra = {names.SITE: other, names.TRANSIT_SWITCH: ts}
     v4, v6 = link_subnets(ts, att.ipv4_block)
     rows = [
-        Row("Logical_Router_Port", f"ts-lrp/{uid}/{other}", "transit-port",
+        Row("Logical_Router_Port", att.router_port_ident, "transit-port",
             {"name": att.router_port, "mac": att.mac, "networks": sorted(att.addresses),
              "ha_chassis_group": Ref("HA_Chassis_Group", gateway_group)},
-            _tags(owner, network, "transit-port", f"ts-lrp/{uid}/{other}", **extra),
-            Parent("Logical_Router", lr, "ports")),
-        Row("Logical_Switch_Port", f"ts-lsp/{uid}/{other}", "transit-port",
+            _tags(owner, network, "transit-port", att.router_port_ident, **extra),
+            Parent("Logical_Router", lr, "ports"), after=att.gate),
+        Row("Logical_Switch_Port", att.switch_port_ident, "transit-port",
             {"name": att.switch_port, "type": "router", "addresses": ["router"],
              "options": Keys({"router-port": att.router_port})},
-            _tags(owner, network, "transit-port", f"ts-lsp/{uid}/{other}", **extra),
+            _tags(owner, network, "transit-port", att.switch_port_ident, **extra),
             Parent("Logical_Switch", ts, "ports")),
         Row("Logical_Router_Policy", f"policy/{uid}/{other}/drop-in", "policy",
             {"priority": PRIO_DROP_IN, "match": f'inport == "{att.router_port}"', "action": "drop"},
             _tags(owner, network, "policy", f"policy/{uid}/{other}/drop-in", **extra),
-            Parent("Logical_Router", lr, "policies")),
+            Parent("Logical_Router", lr, "policies"), after=att.gate),
         Row("Logical_Router_Policy", f"policy/{uid}/{other}/drop-to-transit", "policy",
             {"priority": PRIO_DROP_TRANSIT, "match": f"ip4.dst == {v4} || ip6.dst == {v6}", "action": "drop"},
             _tags(owner, network, "policy", f"policy/{uid}/{other}/drop-to-transit", **extra),
@@ -187,7 +216,8 @@ def _set(prefixes: list[str]) -> str:
 
 
 def peer_rows(owner: str, network: Network, att: Attachment, remote: RemotePeer, remote_att: Attachment) -> list[Row]:
-    """Our side of a Bound cross-site pair: routes and policies on our router."""
+    """Our side of a Bound cross-site pair: routes and policies on our
+    router, once the attachment's router port is there (``Attachment.gate``)."""
     uid, peer = network.uid, remote.network
     ruid, other = peer.uid, peer.site
     lr = names.router(uid)
@@ -205,7 +235,8 @@ def peer_rows(owner: str, network: Network, att: Attachment, remote: RemotePeer,
         rows.append(Row("Logical_Router_Static_Route", ident, "route",
                         {"ip_prefix": str(prefix), "nexthop": remote_att.address(prefix.version),
                          "output_port": [port]},
-                        _tags(owner, network, "route", ident, **extra), Parent("Logical_Router", lr, "static_routes")))
+                        _tags(owner, network, "route", ident, **extra), Parent("Logical_Router", lr, "static_routes"),
+                        after=att.gate))
     both = [v for v in (4, 6) if theirs[v] and ours[v]]
     into = [f"ip{v}.src == {_set(theirs[v])} && ip{v}.dst == ${names.address_set(uid, v)}" for v in both]
     out_ok = [f"ip{v}.dst == {_set(theirs[v])} && ip{v}.src == ${names.address_set(uid, v)}" for v in both]
@@ -222,7 +253,8 @@ def peer_rows(owner: str, network: Network, att: Attachment, remote: RemotePeer,
         what, prio, match, action = item
         ident = f"policy/{uid}/{other}/{ruid}/{what}"
         rows.append(Row("Logical_Router_Policy", ident, "policy", {"priority": prio, "match": match, "action": action},
-                        _tags(owner, network, "policy", ident, **extra), Parent("Logical_Router", lr, "policies")))
+                        _tags(owner, network, "policy", ident, **extra), Parent("Logical_Router", lr, "policies"),
+                        after=att.gate))
     return rows
 
 

@@ -6,7 +6,8 @@ the operations of the one transaction that makes them true, and what it
 changes. Pure: nothing is read but the replica, nothing is written. Only
 rows tagged as ours are changed or deleted (``netpeer.ovn.owned``), a row of
 someone else's on one of our names stops the network (``ForeignRowConflict``),
-a child that lost its ``netpeer:id`` is deleted and made again.
+a child that lost its ``netpeer:id`` is deleted and made again, and a row
+whose ``after`` is not met yet (``rows.After``) waits: not inserted, not drift.
 
 New rows are inserted with a named uuid and hung under an existing parent by
 one ``mutate`` per parent and column; under a parent made in the same
@@ -192,11 +193,25 @@ class _Planner:
             raise MissingRow(f"{want.parent.table} {want.parent.name} missing for {want.ident}")
         self.hang.setdefault((want.parent.table, hit[0], want.parent.column), []).append(ref)
 
+    @staticmethod
+    def held_back(want: Row, present: Mapping[str, _Found]) -> bool:
+        """``want`` is not in OVN and waits for its ``after`` (``rows.After``)."""
+        after = want.after
+        if after is None or after.unless in present:
+            return False
+        holder = present.get(after.ident)
+        return holder is None or after.key not in (holder.row.get(after.column) or {})
+
     def sync_one(self, uid: str, wanted: list[Row]) -> SyncReport:
         actual = self.actual(uid, wanted)
-        created = updated = deleted = 0
+        present = dict(actual) if any(w.after is not None for w in wanted) else actual
+        created = updated = deleted = released = 0
         for want in wanted:
             have = actual.pop(want.ident, None)
+            if have is None and want.after is not None:
+                if self.held_back(want, present):
+                    continue
+                released += want.after.unless not in present
             if have is not None:
                 differ = {c: v for c, v in want.columns.items() if not self.same(have.row.get(c), v)}
                 changed = {c: self.value(v) for c, v in differ.items() if not isinstance(v, Keys)}
@@ -232,7 +247,7 @@ class _Planner:
                 self.ops.append({"op": "mutate", "table": f.parent[0], "where": _where(f.parent[1]),
                                  "mutations": [[f.column, "delete", ["set", [["uuid", f.uuid]]]]]})
             deleted += 1
-        return SyncReport(created, updated, deleted)
+        return SyncReport(created, updated, deleted, released=released)
 
     def stamp(self, want: Row) -> None:
         """Records ``want``'s stamp on the state marker, and makes the

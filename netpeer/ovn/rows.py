@@ -69,10 +69,26 @@ class Parent:
 
 
 @dataclasses.dataclass(frozen=True)
+class After:
+    """A row that waits to be inserted until another of the network's rows,
+    ``ident``, holds ``key`` in its map ``column``, written there by someone
+    else (``ovn-ic``'s tunnel key on a transit switch port,
+    ``netpeer.ovn.ic_rows``); or until the row ``unless`` exists, so that
+    what is already there is never taken away for a key that went. A row
+    already in OVN is compared and repaired as any other."""
+
+    ident: str
+    column: str
+    key: str
+    unless: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Row:
     """One desired OVN NB row. ``ident`` is unique within an owner and is
     stored in ``external_ids`` (``netpeer:id``); the backend finds, compares
-    and repairs rows by it. ``columns`` excludes ``external_ids``."""
+    and repairs rows by it. ``columns`` excludes ``external_ids``;
+    ``after``, when set, holds the row back until it is met."""
 
     table: str
     ident: str
@@ -80,6 +96,7 @@ class Row:
     columns: Mapping[str, object]
     external_ids: Mapping[str, str]
     parent: Parent | None = None
+    after: After | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -260,15 +260,30 @@ class Reconciler:
                     continue
                 try:
                     with self.writes.lock, self.store.exclusive() as tx:
-                        report = self.dataplane.sync(desired_states(tx, [uid]), self.writes.stamp(tx, advance=False))
-                    repaired += report.changed
-                    if report.changed:
-                        LOG.warning("repaired %d drifted OVN row(s) of network %s", report.changed, uid)
+                        report = self.dataplane.sync(desired_states(tx, [uid]), self.writes.stamp(tx, advance=False),
+                                                     track=True)
+                    if report.released and report.cfg is not None:
+                        self.writes.run(lambda tx, uid=uid, cfg=report.cfg: (self._mark(tx, uid, cfg), set()))
+                    drift = report.changed - report.released
+                    repaired += drift
+                    if drift:
+                        LOG.warning("repaired %d drifted OVN row(s) of network %s", drift, uid)
+                    if report.released:
+                        LOG.info("network %s: added %d OVN row(s) that waited for its transit port's key across "
+                                 "sites", uid, report.released)
                 except Exception as exc:  # keep sweeping; report below
                     errors += 1
                     self._recheck.add(uid)
                     LOG.error("repair of network %s failed: %s", uid, exc)
         return SweepReport(repaired_rows=repaired, errors=errors)
+
+    @staticmethod
+    def _mark(tx: Transaction, uid: str, cfg: int) -> int:
+        """Rows that waited and went in (``SyncReport.released``) belong to
+        the network's Bound pairs: those wait again for every chassis to
+        apply ``cfg`` (``dataplane`` Programming), as after a write."""
+        network = tx.get_network_by_uid(uid)
+        return len(tx.set_dataplane_cfg(network.key, cfg)) if network is not None else 0
 
     def sweep(self) -> SweepReport:
         """Expiry, then repair; recorded in ``status``."""
@@ -300,7 +315,8 @@ class Reconciler:
         """Asks ``run`` for extra sweeps, ``delays`` seconds from now."""
         now = time.monotonic()
         with self._status_lock:
-            self._soon = sorted(self._soon + [now + d for d in delays])
+            due = [t for t in self._soon if t <= now][:1]   # one is enough (a replica that does not sweep)
+            self._soon = sorted(due + [t for t in self._soon if t > now] + [now + d for d in delays])
         self._woken.set()
 
     def wake(self) -> None:

@@ -20,12 +20,12 @@ import uuid
 
 import pytest
 
-from netpeer.core.dataplane import NetworkState, Stamp
+from netpeer.core.dataplane import NetworkState, RemotePeer, Stamp
 from netpeer.core.models import Network
-from netpeer.ovn import names, rows
+from netpeer.ovn import ic_rows, names, rows
 from netpeer.ovn.backend import OvnBackend
 from netpeer.ovn.ic_rows import Keys
-from netpeer.ovn.plan import ForeignRowConflict, plan_sync
+from netpeer.ovn.plan import ForeignRowConflict, drifted, plan_sync
 from tests.functional.nbfeed import Feed
 
 OWNER = "netpeer"
@@ -323,3 +323,53 @@ def test_a_plan_from_a_replica_that_lags_another_writer_is_made_again(nb):
         assert a.read_stamp() == Stamp("store-1", 3)
     finally:
         b.close()
+
+
+def test_a_transit_router_port_waits_for_the_switch_ports_key_across_sites(nb):
+    """A network's first attachment to a link: its switch port on the transit
+    switch goes in alone; the router port, the drop-in policy and the Bound
+    pair's routes and policies wait until ovn-ic has written the port's key
+    across sites (``requested-tnl-key``), then go in as rows that waited, not
+    as drift, and the change tracker says so the moment the key lands. Once
+    the router port is there, a key that goes takes nothing away."""
+    ovn, backend, feed = nb
+    here = ic_rows.SiteContext("east", "np-gw-east")
+    ovn.nbctl("ls-add", names.transit_switch("east", "west"))   # the operator's (ovn-ic's) rows
+    ovn.nbctl("ha-chassis-group-add", "np-gw-east")
+    keyed = []
+    backend.changes.on_keyed = lambda: keyed.append(time.monotonic())
+    settle(ovn, backend, feed)
+    net = network(3)
+    remote = RemotePeer(Network("team-w", "net-w", str(uuid.UUID(int=99)), ("10.99.0.0/24",), site="west"), 0)
+    state = NetworkState(net, attachments=(("west", 0),), remote_peers=(remote,))
+    desired = {net.uid: rows.desired_rows(OWNER, state, here)}
+    att = ic_rows.Attachment("east", "west", net.uid, 0, ic_rows.DEFAULT_TRANSIT_IPV4)
+    waiting = {w.ident for w in desired[net.uid] if w.after is not None}
+    assert {f"ts-lrp/{net.uid}/west", f"policy/{net.uid}/west/drop-in"} <= waiting
+    assert any(i.startswith(f"route/{net.uid}/west/") for i in waiting)
+
+    first = plan_sync(feed.replica, OWNER, desired)
+    feed.transact(list(first.ops))
+    settle(ovn, backend, feed)
+    lrps = ovn.nbctl("--bare", "--columns=name", "list", "Logical_Router_Port").split()
+    assert att.router_port not in lrps and att.switch_port in ovn.nbctl("lsp-list", att.transit_switch)
+    assert ovn.nbctl("--bare", "--columns=_uuid", "list", "Logical_Router_Static_Route").strip() == ""
+    assert first.report.released == 0 and plan_sync(feed.replica, OWNER, desired).ops == ()
+    assert drifted(feed.replica, OWNER, desired) == set() and keyed == []
+
+    ovn.nbctl("set", "Logical_Switch_Port", att.switch_port, "options:requested-tnl-key=2")   # as ovn-ic does
+    settle(ovn, backend, feed)
+    assert len(keyed) == 1
+    assert drifted(feed.replica, OWNER, desired) == {net.uid}
+    second = plan_sync(feed.replica, OWNER, desired)
+    assert second.report.created == second.report.released == len(waiting)
+    feed.transact(list(second.ops))
+    settle(ovn, backend, feed)
+    assert att.router_port in ovn.nbctl("--bare", "--columns=name", "list", "Logical_Router_Port").split()
+    assert ovn.nbctl("--bare", "--columns=output_port", "list", "Logical_Router_Static_Route").split() == \
+        [att.router_port]
+    assert plan_sync(feed.replica, OWNER, desired).ops == ()
+
+    ovn.nbctl("remove", "Logical_Switch_Port", att.switch_port, "options", "requested-tnl-key")
+    settle(ovn, backend, feed)
+    assert plan_sync(feed.replica, OWNER, desired).ops == () and drifted(feed.replica, OWNER, desired) == set()

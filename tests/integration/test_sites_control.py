@@ -10,6 +10,7 @@ import ipaddress
 import json
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +32,32 @@ def _site_setup(ovn: OvnDaemons, here: str, other: str) -> None:
     ovn.nbctl("ha-chassis-group-add", f"np-gw-{here}")
 
 
+class IcKeys(threading.Thread):
+    """Stands in for the one thing ovn-ic writes into a site's NB that
+    netpeerd waits for: a key across sites (``options:requested-tnl-key``,
+    unique in the region) on each of netpeer's ports on a transit switch.
+    The router port and routes of an attachment wait for it
+    (``netpeer.ovn.ic_rows``); tests/sites runs the real ovn-ic."""
+
+    def __init__(self, daemons: dict[str, OvnDaemons]) -> None:
+        super().__init__(name="ic-keys", daemon=True)
+        self.daemons, self.stopped, self.given = daemons, threading.Event(), 0
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.05):
+            for ovn in self.daemons.values():
+                data = json.loads(ovn.nbctl("--format=json", "--columns=name,options,external_ids", "find",
+                                            "Logical_Switch_Port", "type=router"))
+                for name, options, tags in data["data"]:
+                    if dict(tags[1]).get(names.KIND) == "transit-port" and "requested-tnl-key" not in dict(options[1]):
+                        self.given += 1
+                        ovn.nbctl("set", "Logical_Switch_Port", name, f"options:requested-tnl-key={self.given}")
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(10)
+
+
 @pytest.fixture
 def sites():
     require_ovn()
@@ -40,12 +67,14 @@ def sites():
     os.write(fd, secrets.token_urlsafe(32).encode())
     os.close(fd)
     daemons, netpeerds = {}, {}
+    keys = IcKeys(daemons)
     try:
         for here in SITES:
             other = next(s for s in SITES if s != here)
             ovn = daemons[here] = OvnDaemons(root / here / "ovn")
             ovn.start()
             _site_setup(ovn, here, other)
+        keys.start()
         for here in SITES:
             other = next(s for s in SITES if s != here)
             netpeerds[here] = start_netpeerd(
@@ -54,6 +83,8 @@ def sites():
                 sites=(SiteLink(other, f"unix://{root / other / 'site.sock'}", secret),))
         yield netpeerds
     finally:
+        if keys.is_alive():
+            keys.stop()
         for d in netpeerds.values():
             d.stop()
         for ovn in daemons.values():
@@ -101,9 +132,14 @@ def test_a_cross_site_pair_binds_over_the_link_and_each_nb_gets_its_side(sites):
     assert peer == {"namespace": "team-b", "name": "net-b", "uid": b["uid"], "site": "west",
                     "prefixes": ["10.2.0.0/24", "fd00:b::/64"]}
     assert west.get_network("team-b", "net-b")["peered_networks"][0]["site"] == "east"
-    # Each NB: our transit port on the transit switch, routes to the other side's transit address.
-    sites["east"].settle()
-    sites["west"].settle()
+    # Each NB: our transit port on the transit switch, routes to the other side's transit address. The router
+    # port and routes follow the switch port's key across sites (ovn-ic's; IcKeys here), in the next sweep.
+    deadline = time.monotonic() + 10
+    for s, uid, other in (("east", a["uid"], "west"), ("west", b["uid"], "east")):
+        while names.transit_router_port(uid, other) not in {r["name"] for r in rows(sites[s], "Logical_Router_Port")}:
+            assert time.monotonic() < deadline, f"{s}: the transit router port never came after the key"
+            time.sleep(0.02)
+        sites[s].settle()
     ports = {s: {r["name"]: r for r in rows(sites[s], "Logical_Router_Port")} for s in SITES}
     a_port = ports["east"][names.transit_router_port(a["uid"], "west")]
     b_port = ports["west"][names.transit_router_port(b["uid"], "east")]

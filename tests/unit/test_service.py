@@ -6,6 +6,7 @@ tests/functional and tests/trust."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -344,4 +345,43 @@ def test_the_acknowledgement_is_sampled_only_while_peerings_wait(tmp_path, commi
     finally:
         stop.set()
         runner.join(5)
+        store.close()
+
+
+class WaitingRowsDataplane(MemoryDataplane):
+    """Some of a network's rows wait for the dataplane itself (OVN: a transit
+    port's key across sites) and go in at its next sync, which reports them
+    as ``released``, as the OVN backend does."""
+
+    def __init__(self):
+        super().__init__()
+        self.waiting: set[str] = set()
+
+    def drifted(self, desired):
+        return super().drifted(desired) | (self.waiting & set(desired))
+
+    def sync(self, desired, stamp=None, track=False):
+        report = super().sync(desired, stamp, track)
+        done, self.waiting = self.waiting & set(desired), self.waiting - set(desired)
+        return dataclasses.replace(report, created=report.created + 3 * len(done), released=3 * len(done))
+
+
+def test_rows_that_waited_are_not_drift_and_their_pairs_wait_for_the_chassis_again(tmp_path):
+    store = SqliteStore(tmp_path / "netpeer.db")
+    dataplane = WaitingRowsDataplane()
+    service = Service(store, dataplane)
+    try:
+        na, nb, p = bind(service)
+        service.programmer.check()
+        assert service.get_peering(ADMIN, "a", "net-a", "to-b").dataplane == "Programmed"
+        dataplane.apply_at_once = False
+        dataplane.waiting = {na.uid}
+        assert service.repair().repaired_rows == 0             # 3 rows went in, none of them drift
+        assert dataplane.waiting == set()
+        assert service.get_peering(ADMIN, "a", "net-a", "to-b").dataplane == "Programming"
+        assert service.get_peering(ADMIN, "b", "net-b", "to-a").dataplane == "Programmed"
+        dataplane.applied_cfg = dataplane.cfg
+        service.programmer.check()
+        assert service.get_peering(ADMIN, "a", "net-a", "to-b").dataplane == "Programmed"
+    finally:
         store.close()
