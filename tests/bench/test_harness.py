@@ -41,6 +41,8 @@ def test_quick_run_writes_every_section(tmp_path):
     assert set(data["tofu"]["startup"]) == {"plain", "mutual TLS"}
     assert set(data["stores"]["variants"]) == {"sqlite", "postgresql x1", "postgresql x2"}
     assert "## Stores: SQLite, PostgreSQL x1, PostgreSQL x2" in md
-    assert data["sites"]["time_to_traffic"]["cross_site"]["n"] and data["sites"]["failover"]["outage"]["n"]
+    sites = data["sites"]
+    assert sites["time_to_traffic"]["cross_site"]["n"], (sites["time_to_traffic"], proc.stderr[-3000:])
+    assert sites["failover"]["outage"]["n"], (sites["failover"], proc.stderr[-3000:])
     assert "## Cross-site" in md
     assert summary["sizing"]["table"] and "## Sizing: networks per site" in md
