@@ -5,6 +5,7 @@ neither the dev tools nor Pulumi."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,25 @@ def test_netpeerd_starts_without_the_dev_tools_or_pulumi():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'netpeer_dev')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_grpc_is_imported_with_its_fork_handlers_off():
+    """Every fork in netpeer's processes is a subprocess's fork+exec; grpc's
+    fork handlers, on in its core, once hung one in the prefork handler
+    (netpeer/api/__init__.py). The variable that turns them off must be set
+    before grpc is first imported, from any of netpeer's entry points."""
+    code = ("import importlib, os, sys\n"
+            "seen = []\n"
+            "class Spy:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'grpc' and not seen:\n"
+            "            seen.append(os.environ.get('GRPC_ENABLE_FORK_SUPPORT'))\n"
+            "sys.meta_path.insert(0, Spy())\n"
+            "importlib.import_module(sys.argv[1])\n"
+            "print(seen)\n")
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "dev")])
+    for entry in ("netpeer.api.client", "netpeer.api.server", "netpeer_dev.cli", "bench.__main__"):
+        out = subprocess.run([sys.executable, "-c", code, entry], capture_output=True, text=True, env=env, cwd=ROOT)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip() == "['0']", (entry, out.stdout)
