@@ -463,7 +463,8 @@ def _plot_bulk(plt, data: dict, s: dict):
     for y, v in enumerate(vals):
         ax.text(v, y, f" {v:.2f}s", va="center", fontsize=8)
     ax.set_xlabel("seconds until NB holds every row")
-    ax.set_title(f"Bulk apply: {data['bulk']['pairs']:,} peerings, ratio {b['ratio']:.2f}x")
+    ratios = f"one call per consent {b['ratio']:.2f}x" + (f", batches {b['ratio_batch']:.2f}x" if "batch_s" in b else "")
+    ax.set_title(f"Bulk apply: {data['bulk']['pairs']:,} peerings\nagainst raw ovn-nbctl: {ratios}", fontsize=10)
     return fig
 
 
