@@ -49,8 +49,12 @@ class ChangeTracker:
     def note(self, table: str, uuid: str, old, new) -> None:
         """One row changed (``netpeer.ovn.plain.ChangeHook``: ``old`` None
         when inserted, ``new`` None when deleted)."""
+        self._note(table, old, new)
+        # After the row's network is noted: the sweep it asks for takes it.
         if table == "Logical_Switch_Port" and new is not None and self._got_key(old, new):
             self.on_keyed()
+
+    def _note(self, table: str, old, new) -> None:
         if table in _IGNORED or self._full:
             # A full pass is due anyway (e.g. the initial replication, every
             # row of it): nothing to note. ``take`` clears the flag before the
