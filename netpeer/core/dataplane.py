@@ -79,6 +79,9 @@ class SyncReport:
     #: Of ``created``: rows that had waited for something the dataplane does
     #: itself (a key across sites) and now could go in; not drift.
     released: int = 0
+    #: The networks some of whose rows still wait for it (not written yet):
+    #: their cross-site pairs carry no traffic until those rows go in.
+    waiting: frozenset[str] = frozenset()
 
     @property
     def changed(self) -> int:
@@ -87,7 +90,14 @@ class SyncReport:
     def __add__(self, other: "SyncReport") -> "SyncReport":
         return SyncReport(self.created + other.created, self.updated + other.updated,
                           self.deleted + other.deleted, other.cfg if other.cfg is not None else self.cfg,
-                          self.released + other.released)
+                          self.released + other.released, self.waiting | other.waiting)
+
+
+#: A cross-site Bound pair's ``dataplane_cfg`` while rows of its network
+#: wait for the dataplane (``SyncReport.waiting``): above any sequence
+#: number a chassis acknowledges, so the pair stays Programming until the
+#: rows go in and the sequence number of that write replaces it.
+WAITS_FOR_DATAPLANE = 2 ** 63 - 1
 
 
 class Dataplane(Protocol):

@@ -206,10 +206,12 @@ class _Planner:
         actual = self.actual(uid, wanted)
         present = dict(actual) if any(w.after is not None for w in wanted) else actual
         created = updated = deleted = released = 0
+        waiting = False
         for want in wanted:
             have = actual.pop(want.ident, None)
             if have is None and want.after is not None:
                 if self.held_back(want, present):
+                    waiting = True
                     continue
                 released += want.after.unless not in present
             if have is not None:
@@ -247,7 +249,8 @@ class _Planner:
                 self.ops.append({"op": "mutate", "table": f.parent[0], "where": _where(f.parent[1]),
                                  "mutations": [[f.column, "delete", ["set", [["uuid", f.uuid]]]]]})
             deleted += 1
-        return SyncReport(created, updated, deleted, released=released)
+        return SyncReport(created, updated, deleted, released=released,
+                          waiting=frozenset({uid}) if waiting else frozenset())
 
     def stamp(self, want: Row) -> None:
         """Records ``want``'s stamp on the state marker, and makes the

@@ -224,6 +224,14 @@ class Reconciler:
         bad row does not stop the rest."""
         try:
             uids, strays = self._to_check()
+            # Networks whose cross-site pairs wait for rows the dataplane
+            # held back: looked at every sweep until the rows are in and
+            # the pairs marked (a mark that failed, or a restart between
+            # the rows and their mark, would otherwise leave them waiting).
+            with self.store.read() as tx:
+                awaiting = tx.networks_awaiting_dataplane()
+            if uids is not None:
+                uids = sorted(set(uids) | awaiting)
         except Exception as exc:   # a store that went away (PostgreSQL restarting): the next sweep, in full
             LOG.error("repair sweep: cannot read the store: %s", exc)
             self._full_due = True
@@ -250,7 +258,7 @@ class Reconciler:
             try:
                 with self.store.read() as tx:
                     desired = desired_states(tx, part)
-                suspects = self.dataplane.drifted(desired)
+                suspects = self.dataplane.drifted(desired) | (awaiting & set(part))
             except Exception as exc:
                 LOG.warning("drift check failed (%s); checking networks one by one", exc)
                 suspects = set(part)
@@ -259,11 +267,19 @@ class Reconciler:
                 if uid not in suspects:
                     continue
                 try:
-                    with self.writes.lock, self.store.exclusive() as tx:
-                        report = self.dataplane.sync(desired_states(tx, [uid]), self.writes.stamp(tx, advance=False),
-                                                     track=True)
-                    if report.released and report.cfg is not None:
-                        self.writes.run(lambda tx, uid=uid, cfg=report.cfg: (self._mark(tx, uid, cfg), set()))
+                    # The write lock is held until the pairs are marked: a
+                    # write of this process in between would mark them with
+                    # a newer sequence number, which this one must not undo
+                    # (another replica's is kept by ``newer_only``).
+                    with self.writes.lock:
+                        with self.store.exclusive() as tx:
+                            report = self.dataplane.sync(desired_states(tx, [uid]),
+                                                         self.writes.stamp(tx, advance=False), track=True)
+                        if (report.released or uid in awaiting) and uid not in report.waiting:
+                            # No sequence number when the rows were already
+                            # in (their mark was lost): 0, acknowledged.
+                            cfg = report.cfg if report.cfg is not None else 0
+                            self.writes.run(lambda tx, uid=uid, cfg=cfg: (self._mark(tx, uid, cfg), set()))
                     drift = report.changed - report.released
                     repaired += drift
                     if drift:
@@ -280,10 +296,11 @@ class Reconciler:
     @staticmethod
     def _mark(tx: Transaction, uid: str, cfg: int) -> int:
         """Rows that waited and went in (``SyncReport.released``) belong to
-        the network's Bound pairs: those wait again for every chassis to
-        apply ``cfg`` (``dataplane`` Programming), as after a write."""
+        the network's Bound pairs: those that waited for them, or for an
+        older sequence number, now wait for every chassis to apply ``cfg``
+        (``dataplane`` Programming), as after a write."""
         network = tx.get_network_by_uid(uid)
-        return len(tx.set_dataplane_cfg(network.key, cfg)) if network is not None else 0
+        return len(tx.set_dataplane_cfg(network.key, cfg, newer_only=True)) if network is not None else 0
 
     def sweep(self) -> SweepReport:
         """Expiry, then repair; recorded in ``status``."""

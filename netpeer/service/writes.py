@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable, Iterable
 
-from netpeer.core.dataplane import Dataplane, NetworkState, RemotePeer, Stamp
+from netpeer.core.dataplane import WAITS_FOR_DATAPLANE, Dataplane, NetworkState, RemotePeer, Stamp
 from netpeer.errors import Unavailable
 from netpeer.observe.metrics import NONE
 from netpeer.store.base import Store, Transaction
@@ -176,17 +176,24 @@ class WriteQueue:
     def _program(self, tx: Transaction, touched: set[str]) -> dict:
         """The dataplane transaction of a write; the Bound peerings of the
         networks it changed wait for the chassis' acknowledgement
-        (``dataplane`` Programming until ``Programmer`` sees it). Returns
-        the peerings so marked, by key."""
+        (``dataplane`` Programming until ``Programmer`` sees it). The
+        cross-site ones of a network whose rows still wait for the dataplane
+        (``SyncReport.waiting``) wait for those rows first: the chassis can
+        apply this write before they exist. Returns the peerings so marked,
+        by key."""
         report = self.dataplane.sync(desired_states(tx, touched), self.stamp(tx, advance=True), track=True)
         marked: dict = {}
-        if report.cfg is None:
+        if report.cfg is None and not report.waiting:
             return marked
         for uid in touched:
             network = tx.get_network_by_uid(uid)
-            if network is not None:
-                for key in tx.set_dataplane_cfg(network.key, report.cfg):
-                    marked[key] = report.cfg
+            if network is None:
+                continue
+            if report.cfg is not None:
+                marked.update(dict.fromkeys(tx.set_dataplane_cfg(network.key, report.cfg), report.cfg))
+            if uid in report.waiting:
+                marked.update(dict.fromkeys(tx.set_dataplane_cfg(network.key, WAITS_FOR_DATAPLANE,
+                                                                 cross_site_only=True), WAITS_FOR_DATAPLANE))
         return marked
 
     @staticmethod

@@ -83,12 +83,20 @@ class Transaction(abc.ABC):
     def release_attachment(self, network_uid: str, site: str) -> None: ...
 
     @abc.abstractmethod
-    def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
+    def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, cross_site_only: bool = False,
+                          newer_only: bool = False) -> list[PeeringKey]:
         """Marks the Bound peerings of ``network`` as waiting for ``cfg`` (no
-        event: a Programmed one follows); their keys."""
+        event: a Programmed one follows); their keys. ``cross_site_only``:
+        only those towards another site. ``newer_only``: only those waiting
+        for an older ``cfg`` or for the dataplane itself
+        (``netpeer.core.dataplane.WAITS_FOR_DATAPLANE``), so that a mark made
+        after another write's never takes a pair back to that write's."""
     @abc.abstractmethod
     def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
         """Peerings waiting for a dataplane configuration at most ``up_to``."""
+    @abc.abstractmethod
+    def networks_awaiting_dataplane(self) -> set[str]:
+        """The uids of the networks with pairs marked ``WAITS_FOR_DATAPLANE``."""
 
     # events (Watch)
     @abc.abstractmethod

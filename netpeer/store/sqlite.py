@@ -21,6 +21,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
+from netpeer.core.dataplane import WAITS_FOR_DATAPLANE
 from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, PeeringKey, Phase, Route, Token
 from netpeer.errors import FailedPrecondition
 from netpeer.store import migrations
@@ -420,15 +421,24 @@ class _SqliteTx(SiteMirrorSql, Transaction):
                    (key.namespace, key.network, key.name)).rowcount:
             self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
 
-    def set_dataplane_cfg(self, network: NetworkKey, cfg: int) -> list[PeeringKey]:
-        keys = [PeeringKey(network.namespace, network.name, r[0]) for r in self._q(
-            "SELECT name FROM peerings WHERE namespace=? AND network=? AND phase=? ORDER BY name",
-            (network.namespace, network.name, Phase.BOUND.value))]
-        self._forget()
-        self._q("UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL "
-                "WHERE namespace=? AND network=? AND phase=?",
-                (cfg, network.namespace, network.name, Phase.BOUND.value))
+    def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, cross_site_only: bool = False,
+                          newer_only: bool = False) -> list[PeeringKey]:
+        where, args = "namespace=? AND network=? AND phase=?", [network.namespace, network.name, Phase.BOUND.value]
+        if cross_site_only:
+            where += " AND remote_site != ''"
+        if newer_only:
+            where += " AND (dataplane_cfg IS NULL OR dataplane_cfg < ? OR dataplane_cfg = ?)"
+            args += [cfg, WAITS_FOR_DATAPLANE]
+        keys = [PeeringKey(network.namespace, network.name, r[0])
+                for r in self._q(f"SELECT name FROM peerings WHERE {where} ORDER BY name", args)]
+        if keys:
+            self._forget()
+            self._q(f"UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL WHERE {where}", [cfg, *args])
         return keys
+
+    def networks_awaiting_dataplane(self) -> set[str]:
+        return {r[0] for r in self._q("SELECT DISTINCT network_uid FROM peerings WHERE programmed_at IS NULL "
+                                      "AND dataplane_cfg = ?", (WAITS_FOR_DATAPLANE,))}
 
     def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
         return [_peering(r) for r in self._q(

@@ -354,7 +354,8 @@ def test_a_transit_router_port_waits_for_the_switch_ports_key_across_sites(nb):
     lrps = ovn.nbctl("--bare", "--columns=name", "list", "Logical_Router_Port").split()
     assert att.router_port not in lrps and att.switch_port in ovn.nbctl("lsp-list", att.transit_switch)
     assert ovn.nbctl("--bare", "--columns=_uuid", "list", "Logical_Router_Static_Route").strip() == ""
-    assert first.report.released == 0 and plan_sync(feed.replica, OWNER, desired).ops == ()
+    assert first.report.released == 0 and first.report.waiting == {net.uid}
+    assert plan_sync(feed.replica, OWNER, desired).ops == ()
     assert drifted(feed.replica, OWNER, desired) == set() and keyed == []
 
     ovn.nbctl("set", "Logical_Switch_Port", att.switch_port, "options:requested-tnl-key=2")   # as ovn-ic does
@@ -362,7 +363,7 @@ def test_a_transit_router_port_waits_for_the_switch_ports_key_across_sites(nb):
     assert len(keyed) == 1
     assert drifted(feed.replica, OWNER, desired) == {net.uid}
     second = plan_sync(feed.replica, OWNER, desired)
-    assert second.report.created == second.report.released == len(waiting)
+    assert second.report.created == second.report.released == len(waiting) and second.report.waiting == set()
     feed.transact(list(second.ops))
     settle(ovn, backend, feed)
     assert att.router_port in ovn.nbctl("--bare", "--columns=name", "list", "Logical_Router_Port").split()

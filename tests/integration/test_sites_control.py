@@ -37,44 +37,63 @@ class IcKeys(threading.Thread):
     netpeerd waits for: a key across sites (``options:requested-tnl-key``,
     unique in the region) on each of netpeer's ports on a transit switch.
     The router port and routes of an attachment wait for it
-    (``netpeer.ovn.ic_rows``); tests/sites runs the real ovn-ic."""
+    (``netpeer.ovn.ic_rows``); tests/sites runs the real ovn-ic. ``held``
+    keeps the keys back (ovn-ic slow or down) until it is cleared."""
 
-    def __init__(self, daemons: dict[str, OvnDaemons]) -> None:
+    def __init__(self) -> None:
         super().__init__(name="ic-keys", daemon=True)
-        self.daemons, self.stopped, self.given = daemons, threading.Event(), 0
+        self.daemons: dict[str, OvnDaemons] = {}
+        self.stopped, self.held, self.given = threading.Event(), threading.Event(), 0
+        self.error: BaseException | None = None
 
     def run(self) -> None:
-        while not self.stopped.wait(0.05):
-            for ovn in self.daemons.values():
-                data = json.loads(ovn.nbctl("--format=json", "--columns=name,options,external_ids", "find",
-                                            "Logical_Switch_Port", "type=router"))
-                for name, options, tags in data["data"]:
-                    if dict(tags[1]).get(names.KIND) == "transit-port" and "requested-tnl-key" not in dict(options[1]):
-                        self.given += 1
-                        ovn.nbctl("set", "Logical_Switch_Port", name, f"options:requested-tnl-key={self.given}")
+        try:
+            while not self.stopped.wait(0.1):
+                if not self.held.is_set():
+                    for ovn in self.daemons.values():
+                        self._give(ovn)
+        except BaseException as exc:   # told by stop(), not lost with the thread
+            self.error = exc
+
+    def _give(self, ovn: OvnDaemons) -> None:
+        data = json.loads(ovn.nbctl("--format=json", "--columns=name,options,external_ids", "find",
+                                    "Logical_Switch_Port", "type=router"))
+        for name, options, tags in data["data"]:
+            if dict(tags[1]).get(names.KIND) == "transit-port" and "requested-tnl-key" not in dict(options[1]):
+                self.given += 1
+                ovn.nbctl("set", "Logical_Switch_Port", name, f"options:requested-tnl-key={self.given}")
 
     def stop(self) -> None:
         self.stopped.set()
         self.join(10)
+        if self.error is not None:
+            raise AssertionError(f"the stand-in for ovn-ic failed: {self.error}") from self.error
 
 
 @pytest.fixture
-def sites():
+def ic_keys():
+    keys = IcKeys()
+    yield keys
+    if keys.is_alive():
+        keys.stop()
+
+
+@pytest.fixture
+def sites(ic_keys):
     require_ovn()
     root = short_tmpdir("np-s-")
     secret = root / "east-west.secret"
     fd = os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600)
     os.write(fd, secrets.token_urlsafe(32).encode())
     os.close(fd)
-    daemons, netpeerds = {}, {}
-    keys = IcKeys(daemons)
+    daemons, netpeerds = ic_keys.daemons, {}
     try:
         for here in SITES:
             other = next(s for s in SITES if s != here)
             ovn = daemons[here] = OvnDaemons(root / here / "ovn")
             ovn.start()
             _site_setup(ovn, here, other)
-        keys.start()
+        ic_keys.start()
         for here in SITES:
             other = next(s for s in SITES if s != here)
             netpeerds[here] = start_netpeerd(
@@ -83,14 +102,16 @@ def sites():
                 sites=(SiteLink(other, f"unix://{root / other / 'site.sock'}", secret),))
         yield netpeerds
     finally:
-        if keys.is_alive():
-            keys.stop()
-        for d in netpeerds.values():
-            d.stop()
-        for ovn in daemons.values():
-            ovn.stop()
-        import shutil
-        shutil.rmtree(root, ignore_errors=True)
+        try:
+            if ic_keys.is_alive():
+                ic_keys.stop()   # before the NBs it writes to go
+        finally:
+            for d in netpeerds.values():
+                d.stop()
+            for ovn in daemons.values():
+                ovn.stop()
+            import shutil
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def wait_phase(client, ns, net, name, phase, timeout=10.0):
@@ -160,6 +181,30 @@ def test_a_cross_site_pair_binds_over_the_link_and_each_nb_gets_its_side(sites):
     # Repair finds nothing to do on either side.
     for s in SITES:
         assert sites[s].service.repair().repaired_rows == 0
+
+
+def test_a_pair_is_programmed_only_once_its_router_port_and_routes_are_in(sites, ic_keys):
+    """Every chassis can apply a cross-site bind while its router port and
+    routes still wait for ovn-ic's key: the pair shows Programming until
+    they are in and applied, so a client that waits for Programmed (the
+    providers' option) gets traffic when it is told."""
+    ic_keys.held.set()
+    east, west, a, b, first = bind(sites)
+    wait_phase(east, "team-a", "net-a", "to-b", "Bound")
+    port = names.transit_router_port(a["uid"], "west")
+    sites["east"].settle()          # everything else the chassis acknowledged
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        assert east.get_peering("team-a", "net-a", "to-b")["dataplane"] == "Programming"
+        assert port not in {r["name"] for r in rows(sites["east"], "Logical_Router_Port")}
+        time.sleep(0.1)
+    ic_keys.held.clear()
+    deadline = time.monotonic() + 10
+    while east.get_peering("team-a", "net-a", "to-b")["dataplane"] != "Programmed":
+        assert time.monotonic() < deadline, "the pair never showed Programmed after its rows went in"
+        time.sleep(0.02)
+    assert port in {r["name"] for r in rows(sites["east"], "Logical_Router_Port")}
+    assert any(r["output_port"] == port for r in rows(sites["east"], "Logical_Router_Static_Route"))
 
 
 def test_withdrawal_reaches_the_other_site_and_removes_its_rows(sites):

@@ -5,6 +5,7 @@ same behaviour on real daemons, OVN-IC and WireGuard is in tests/sites."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -22,13 +23,13 @@ class Federation:
     """Sites joined directly: ``transport`` hands a view to the other
     service's ``receive`` unless the link between the two is cut."""
 
-    def __init__(self, tmp_path, names=("east", "west")):
+    def __init__(self, tmp_path, names=("east", "west"), dataplane=MemoryDataplane):
         self.cut: set[frozenset] = set()
         self.services: dict[str, Service] = {}
         self.dataplanes: dict[str, MemoryDataplane] = {}
         for name in names:
             store = SqliteStore(tmp_path / f"{name}.db")
-            dp = MemoryDataplane()
+            dp = dataplane()
             svc = Service(store, dp)
             others = {o: 1000 for o in names if o != name}
             svc.link_sites(name, others, transport=self._transport(name))
@@ -307,3 +308,88 @@ def test_the_link_threads_exchange_after_each_commit(fed):
         for svc in fed.services.values():
             svc.sites.poke(svc.sites.capacity)
             svc.sites.join()
+
+
+class KeyedDataplane(MemoryDataplane):
+    """A network attached to another site has rows that wait for a key the
+    dataplane gives itself (OVN: ovn-ic's tunnel key on its transit port):
+    until ``keyed`` holds it, every sync reports it ``waiting``; the sync
+    after that writes them and reports them ``released``, as the OVN
+    backend does. Its chassis apply every change at once."""
+
+    def __init__(self):
+        super().__init__()
+        self.keyed: set[str] = set()
+        self.written: set[str] = set()
+
+    def _due(self, desired) -> set[str]:
+        return {uid for uid, state in desired.items()
+                if state is not None and state.attachments and uid in self.keyed and uid not in self.written}
+
+    def drifted(self, desired):
+        return super().drifted(desired) | self._due(desired)
+
+    def sync(self, desired, stamp=None, track=False):
+        due = self._due(desired)
+        report = super().sync(desired, stamp, track)
+        self.written |= due
+        waiting = {uid for uid, state in desired.items()
+                   if state is not None and state.attachments and uid not in self.keyed}
+        return dataclasses.replace(report, created=report.created + 3 * len(due), released=3 * len(due),
+                                   waiting=frozenset(waiting))
+
+
+def bound_across(fed):
+    """net-a (east) Bound to net-b (west) and to net-c (east)."""
+    east, west = fed["east"], fed["west"]
+    a = net(east, "team-a", "net-a", "10.1.0.0/24")
+    net(east, "team-c", "net-c", "10.3.0.0/24")
+    net(west, "team-b", "net-b", "10.2.0.0/24")
+    peer(east, "team-a", "net-a", "to-c", "team-c/net-c")
+    peer(east, "team-c", "net-c", "to-a", "team-a/net-a")
+    fed.settle()
+    peer(east, "team-a", "net-a", "to-b", "team-b/net-b", "west")
+    fed.settle()
+    peer(west, "team-b", "net-b", "to-a", "team-a/net-a", "east")
+    fed.settle()
+    assert get(east, "team-a", "net-a", "to-b").phase == Phase.BOUND
+    return a
+
+
+def dataplanes_of(svc, ns, network):
+    return {p.name: p.dataplane for p in svc.list_peerings(ADMIN, ns, network)}
+
+
+def test_a_cross_site_pair_is_programmed_only_once_the_rows_that_waited_are_in(tmp_path):
+    fed = Federation(tmp_path, dataplane=KeyedDataplane)
+    try:
+        east, dp = fed["east"], fed.dataplanes["east"]
+        a = bound_across(fed)
+        # Every chassis applied the bind, but its router port and routes wait for the key: no traffic yet.
+        east.programmer.check()
+        assert dataplanes_of(east, "team-a", "net-a") == {"to-b": "Programming", "to-c": "Programmed"}
+        east.repair()
+        east.programmer.check()
+        assert dataplanes_of(east, "team-a", "net-a")["to-b"] == "Programming"   # a sweep changes nothing
+        dp.keyed.add(a.uid)
+        assert east.repair().repaired_rows == 0     # the rows go in; not drift
+        east.programmer.check()
+        assert dataplanes_of(east, "team-a", "net-a") == {"to-b": "Programmed", "to-c": "Programmed"}
+    finally:
+        fed.close()
+
+
+def test_a_mark_lost_after_the_rows_went_in_is_made_by_the_next_sweep(tmp_path):
+    fed = Federation(tmp_path, dataplane=KeyedDataplane)
+    try:
+        east, dp = fed["east"], fed.dataplanes["east"]
+        a = bound_across(fed)
+        dp.keyed.add(a.uid)
+        dp.written.add(a.uid)   # in OVN already; the process that wrote them died before marking the pairs
+        east.programmer.check()
+        assert dataplanes_of(east, "team-a", "net-a")["to-b"] == "Programming"
+        east.repair()
+        east.programmer.check()
+        assert dataplanes_of(east, "team-a", "net-a")["to-b"] == "Programmed"
+    finally:
+        fed.close()

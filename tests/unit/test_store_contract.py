@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from netpeer import errors
+from netpeer.core.dataplane import WAITS_FOR_DATAPLANE
 from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Token
 from netpeer.store import migrations
 from netpeer.store.base import open_store
@@ -147,6 +148,28 @@ def test_halves_naming_another_site_are_their_own_and_mark_that_site(store):
     with store.write() as tx:
         tx.delete_peering(there.key)
         assert tx.sites_changed == {"west"}
+
+
+def test_marks_for_the_dataplane_reach_cross_site_pairs_only_and_never_go_back(store):
+    a, b, c = net("a", "na", 1), net("b", "nb", 2), net("c", "nc", 3)
+    local = half(a, c, "local", Phase.BOUND)
+    cross = dataclasses.replace(half(a, b, "cross", Phase.BOUND), remote_site="west")
+    with store.write() as tx:
+        for n in (a, b, c):
+            tx.put_network(n)
+        tx.put_peering(local)
+        tx.put_peering(cross)
+        assert tx.set_dataplane_cfg(a.key, 5) == [cross.key, local.key]
+        assert tx.set_dataplane_cfg(a.key, WAITS_FOR_DATAPLANE, cross_site_only=True) == [cross.key]
+    with store.read() as tx:
+        assert tx.networks_awaiting_dataplane() == {a.uid}
+        assert [p.name for p in tx.programming(10 ** 6)] == ["local"]   # the waiting pair is not acknowledged
+        assert tx.get_peering(cross.key).dataplane == "Programming"
+    with store.write() as tx:
+        assert tx.set_dataplane_cfg(a.key, 9, newer_only=True) == [cross.key, local.key]   # 5 < 9, and the wait
+        assert tx.set_dataplane_cfg(a.key, 8, newer_only=True) == []                        # never back to 8
+        assert sorted((p.name, p.dataplane_cfg) for p in tx.programming(9)) == [("cross", 9), ("local", 9)]
+        assert tx.networks_awaiting_dataplane() == set()
 
 
 def test_the_mirror_of_another_site_replaces_and_reads_back(store):
