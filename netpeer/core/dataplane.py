@@ -79,9 +79,10 @@ class SyncReport:
     #: Of ``created``: rows that had waited for something the dataplane does
     #: itself (a key across sites) and now could go in; not drift.
     released: int = 0
-    #: The networks some of whose rows still wait for it (not written yet):
-    #: their cross-site pairs carry no traffic until those rows go in.
-    waiting: frozenset[str] = frozenset()
+    #: (network uid, other site) of the links whose rows still wait for it
+    #: (not written yet): that network's pairs with that site carry no
+    #: traffic until those rows go in.
+    waiting: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def changed(self) -> int:
@@ -93,10 +94,11 @@ class SyncReport:
                           self.released + other.released, self.waiting | other.waiting)
 
 
-#: A cross-site Bound pair's ``dataplane_cfg`` while rows of its network
-#: wait for the dataplane (``SyncReport.waiting``): above any sequence
-#: number a chassis acknowledges, so the pair stays Programming until the
-#: rows go in and the sequence number of that write replaces it.
+#: A cross-site Bound pair's ``dataplane_cfg`` while rows of its network's
+#: link to the other site wait for the dataplane (``SyncReport.waiting``):
+#: above any sequence number a chassis acknowledges, so the pair stays
+#: Programming until the rows go in and the sequence number of that write
+#: replaces it.
 WAITS_FOR_DATAPLANE = 2 ** 63 - 1
 
 
@@ -118,6 +120,11 @@ class Dataplane(Protocol):
     def programmed(self) -> int:
         """The configuration sequence number every chassis has applied."""
 
+    def configured(self) -> int:
+        """The newest configuration sequence number asked of the chassis:
+        every change the dataplane holds now is applied once
+        ``programmed()`` reaches it."""
+
     def read_stamp(self) -> Stamp | None:
         """The stamp of the last sync, if any."""
 
@@ -126,6 +133,10 @@ class Dataplane(Protocol):
 
     def drifted(self, desired: Desired) -> set[str]:
         """The uids of ``desired`` whose dataplane differs; changes nothing."""
+
+    def waiting(self, desired: Desired) -> set[tuple[str, str]]:
+        """(uid, other site) of the links of ``desired`` whose rows a sync
+        would still hold back (``SyncReport.waiting``); changes nothing."""
 
     def take_changes(self) -> set[str] | None:
         """The uids of the networks whose dataplane changed since the last

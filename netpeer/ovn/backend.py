@@ -224,6 +224,10 @@ class OvnBackend:
         """NB_Global.hv_cfg: the configuration every chassis has applied."""
         return self._nb_global().get("hv_cfg", 0)
 
+    def configured(self) -> int:
+        """NB_Global.nb_cfg: the newest configuration asked of the chassis."""
+        return self._nb_global().get("nb_cfg", 0)
+
     def nb_cfg(self) -> tuple[int, int, int]:
         row = self._nb_global()
         return row.get("nb_cfg", 0), row.get("sb_cfg", 0), row.get("hv_cfg", 0)
@@ -232,6 +236,12 @@ class OvnBackend:
         """The networks of ``desired`` whose OVN rows differ from it; changes nothing."""
         wanted = self._rows(desired)
         return self._read(lambda replica: plan.drifted(replica, self.owner, wanted))
+
+    def waiting(self, desired: Desired) -> set[tuple[str, str]]:
+        """(uid, other site) of the links of ``desired`` whose rows wait for
+        ovn-ic's key (``plan.waiting``); changes nothing."""
+        wanted = self._rows(desired)
+        return self._read(lambda replica: plan.waiting(replica, self.owner, wanted))
 
     def take_changes(self) -> set[str] | None:
         """The networks whose OVN rows changed since the last call, or None

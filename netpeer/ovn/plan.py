@@ -206,12 +206,12 @@ class _Planner:
         actual = self.actual(uid, wanted)
         present = dict(actual) if any(w.after is not None for w in wanted) else actual
         created = updated = deleted = released = 0
-        waiting = False
+        waiting: set[tuple[str, str]] = set()
         for want in wanted:
             have = actual.pop(want.ident, None)
             if have is None and want.after is not None:
                 if self.held_back(want, present):
-                    waiting = True
+                    waiting.add((uid, want.external_ids.get(names.SITE, "")))
                     continue
                 released += want.after.unless not in present
             if have is not None:
@@ -249,8 +249,7 @@ class _Planner:
                 self.ops.append({"op": "mutate", "table": f.parent[0], "where": _where(f.parent[1]),
                                  "mutations": [[f.column, "delete", ["set", [["uuid", f.uuid]]]]]})
             deleted += 1
-        return SyncReport(created, updated, deleted, released=released,
-                          waiting=frozenset({uid}) if waiting else frozenset())
+        return SyncReport(created, updated, deleted, released=released, waiting=frozenset(waiting))
 
     def stamp(self, want: Row) -> None:
         """Records ``want``'s stamp on the state marker, and makes the
@@ -312,6 +311,18 @@ def plan_sync(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row]
         cfg_op = len(planner.ops)
         planner.ops.append({"op": "select", "table": "NB_Global", "where": [], "columns": ["nb_cfg"]})
     return Plan(tuple(planner.ops), report, cfg_op)
+
+
+def waiting(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row] | None]) -> set[tuple[str, str]]:
+    """(uid, other site) of the links of ``desired`` whose rows a sync would
+    hold back; read-only. A network a sync would refuse waits for nothing."""
+    out: set[tuple[str, str]] = set()
+    for uid, wanted in desired.items():
+        try:
+            out |= _Planner(replica, owner).sync_one(uid, wanted or []).waiting
+        except (ForeignRowConflict, MissingRow):
+            continue
+    return out
 
 
 def drifted(replica: PlainReplica, owner: str, desired: Mapping[str, list[Row] | None]) -> set[str]:

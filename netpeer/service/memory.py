@@ -82,6 +82,12 @@ class MemoryDataplane:
     def programmed(self) -> int:
         return self.applied_cfg
 
+    def configured(self) -> int:
+        return self.cfg
+
+    def waiting(self, desired: Desired) -> set[tuple[str, str]]:
+        return set()   # nothing it holds waits for anything
+
     def drifted(self, desired: Desired) -> set[str]:
         self._check()
         with self._lock:

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
 from netpeer.core.consent import ONE_SITE
-from netpeer.core.dataplane import Dataplane
+from netpeer.core.dataplane import WAITS_FOR_DATAPLANE, Dataplane
 from netpeer.observe.metrics import NONE
 from netpeer.store.base import Store, Transaction, iter_all_networks
 from netpeer.service import effects
@@ -224,14 +224,12 @@ class Reconciler:
         bad row does not stop the rest."""
         try:
             uids, strays = self._to_check()
-            # Networks whose cross-site pairs wait for rows the dataplane
-            # held back: looked at every sweep until the rows are in and
-            # the pairs marked (a mark that failed, or a restart between
-            # the rows and their mark, would otherwise leave them waiting).
+            # Pairs marked as waiting for rows the dataplane held back: the
+            # sweep that writes the rows marks them; one that finds the rows
+            # in and the pairs still marked (the mark failed, or the process
+            # died between the two) marks them too.
             with self.store.read() as tx:
-                awaiting = tx.networks_awaiting_dataplane()
-            if uids is not None:
-                uids = sorted(set(uids) | awaiting)
+                awaiting = tx.awaiting_dataplane()
         except Exception as exc:   # a store that went away (PostgreSQL restarting): the next sweep, in full
             LOG.error("repair sweep: cannot read the store: %s", exc)
             self._full_due = True
@@ -258,7 +256,7 @@ class Reconciler:
             try:
                 with self.store.read() as tx:
                     desired = desired_states(tx, part)
-                suspects = self.dataplane.drifted(desired) | (awaiting & set(part))
+                suspects = self.dataplane.drifted(desired) | self._unmarked(awaiting, desired)
             except Exception as exc:
                 LOG.warning("drift check failed (%s); checking networks one by one", exc)
                 suspects = set(part)
@@ -275,11 +273,13 @@ class Reconciler:
                         with self.store.exclusive() as tx:
                             report = self.dataplane.sync(desired_states(tx, [uid]),
                                                          self.writes.stamp(tx, advance=False), track=True)
-                        if (report.released or uid in awaiting) and uid not in report.waiting:
-                            # No sequence number when the rows were already
-                            # in (their mark was lost): 0, acknowledged.
-                            cfg = report.cfg if report.cfg is not None else 0
-                            self.writes.run(lambda tx, uid=uid, cfg=cfg: (self._mark(tx, uid, cfg), set()))
+                        still = {site for u, site in report.waiting if u == uid}
+                        if report.released or any(u == uid and site not in still for u, site in awaiting):
+                            # No sequence number when the rows were in
+                            # before (their mark was lost): the newest one.
+                            cfg = report.cfg if report.cfg is not None else self.dataplane.configured()
+                            self.writes.run(lambda tx, uid=uid, cfg=cfg, still=still:
+                                            (self._mark(tx, uid, cfg, still), set()))
                     drift = report.changed - report.released
                     repaired += drift
                     if drift:
@@ -293,14 +293,28 @@ class Reconciler:
                     LOG.error("repair of network %s failed: %s", uid, exc)
         return SweepReport(repaired_rows=repaired, errors=errors)
 
+    def _unmarked(self, awaiting: set[tuple[str, str]], desired: dict) -> set[str]:
+        """The networks of ``desired`` with pairs still marked as waiting for
+        rows that no longer wait: their mark was lost."""
+        marked = {(u, site) for u, site in awaiting if u in desired}
+        if not marked:
+            return set()
+        return {u for u, _ in marked - self.dataplane.waiting({u: desired[u] for u, _ in marked})}
+
     @staticmethod
-    def _mark(tx: Transaction, uid: str, cfg: int) -> int:
+    def _mark(tx: Transaction, uid: str, cfg: int, still: set[str]) -> int:
         """Rows that waited and went in (``SyncReport.released``) belong to
         the network's Bound pairs: those that waited for them, or for an
         older sequence number, now wait for every chassis to apply ``cfg``
-        (``dataplane`` Programming), as after a write."""
+        (``dataplane`` Programming), as after a write; those towards sites
+        whose rows ``still`` wait go on waiting."""
         network = tx.get_network_by_uid(uid)
-        return len(tx.set_dataplane_cfg(network.key, cfg, newer_only=True)) if network is not None else 0
+        if network is None:
+            return 0
+        marked = tx.set_dataplane_cfg(network.key, cfg, newer_only=True)
+        if still:
+            tx.set_dataplane_cfg(network.key, WAITS_FOR_DATAPLANE, sites=still)
+        return len(marked)
 
     def sweep(self) -> SweepReport:
         """Expiry, then repair; recorded in ``status``."""

@@ -176,8 +176,8 @@ class WriteQueue:
     def _program(self, tx: Transaction, touched: set[str]) -> dict:
         """The dataplane transaction of a write; the Bound peerings of the
         networks it changed wait for the chassis' acknowledgement
-        (``dataplane`` Programming until ``Programmer`` sees it). The
-        cross-site ones of a network whose rows still wait for the dataplane
+        (``dataplane`` Programming until ``Programmer`` sees it). Those
+        towards a site whose link's rows still wait for the dataplane
         (``SyncReport.waiting``) wait for those rows first: the chassis can
         apply this write before they exist. Returns the peerings so marked,
         by key."""
@@ -191,9 +191,10 @@ class WriteQueue:
                 continue
             if report.cfg is not None:
                 marked.update(dict.fromkeys(tx.set_dataplane_cfg(network.key, report.cfg), report.cfg))
-            if uid in report.waiting:
-                marked.update(dict.fromkeys(tx.set_dataplane_cfg(network.key, WAITS_FOR_DATAPLANE,
-                                                                 cross_site_only=True), WAITS_FOR_DATAPLANE))
+            sites = {site for u, site in report.waiting if u == uid}
+            if sites:
+                marked.update(dict.fromkeys(tx.set_dataplane_cfg(network.key, WAITS_FOR_DATAPLANE, sites=sites),
+                                            WAITS_FOR_DATAPLANE))
         return marked
 
     @staticmethod

@@ -7,7 +7,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from datetime import datetime
-from typing import Iterator
+from typing import Collection, Iterator
 
 from netpeer.core.models import Event, Network, NetworkKey, Peering, PeeringKey, Token
 
@@ -83,20 +83,21 @@ class Transaction(abc.ABC):
     def release_attachment(self, network_uid: str, site: str) -> None: ...
 
     @abc.abstractmethod
-    def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, cross_site_only: bool = False,
+    def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, sites: Collection[str] | None = None,
                           newer_only: bool = False) -> list[PeeringKey]:
         """Marks the Bound peerings of ``network`` as waiting for ``cfg`` (no
-        event: a Programmed one follows); their keys. ``cross_site_only``:
-        only those towards another site. ``newer_only``: only those waiting
-        for an older ``cfg`` or for the dataplane itself
+        event: a Programmed one follows); their keys. ``sites``: only those
+        towards these other sites. ``newer_only``: only those waiting for an
+        older ``cfg`` or for the dataplane itself
         (``netpeer.core.dataplane.WAITS_FOR_DATAPLANE``), so that a mark made
         after another write's never takes a pair back to that write's."""
     @abc.abstractmethod
     def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
         """Peerings waiting for a dataplane configuration at most ``up_to``."""
     @abc.abstractmethod
-    def networks_awaiting_dataplane(self) -> set[str]:
-        """The uids of the networks with pairs marked ``WAITS_FOR_DATAPLANE``."""
+    def awaiting_dataplane(self) -> set[tuple[str, str]]:
+        """(network uid, other site) of the Bound pairs marked
+        ``WAITS_FOR_DATAPLANE``."""
 
     # events (Watch)
     @abc.abstractmethod

@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from typing import Collection, Iterator
 
 from netpeer.core.dataplane import WAITS_FOR_DATAPLANE
 from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, PeeringKey, Phase, Route, Token
@@ -421,11 +421,14 @@ class _SqliteTx(SiteMirrorSql, Transaction):
                    (key.namespace, key.network, key.name)).rowcount:
             self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
 
-    def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, cross_site_only: bool = False,
+    def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, sites: Collection[str] | None = None,
                           newer_only: bool = False) -> list[PeeringKey]:
         where, args = "namespace=? AND network=? AND phase=?", [network.namespace, network.name, Phase.BOUND.value]
-        if cross_site_only:
-            where += " AND remote_site != ''"
+        if sites is not None:
+            if not sites:
+                return []
+            where += f" AND remote_site IN ({', '.join('?' * len(sites))})"
+            args += sorted(sites)
         if newer_only:
             where += " AND (dataplane_cfg IS NULL OR dataplane_cfg < ? OR dataplane_cfg = ?)"
             args += [cfg, WAITS_FOR_DATAPLANE]
@@ -436,9 +439,10 @@ class _SqliteTx(SiteMirrorSql, Transaction):
             self._q(f"UPDATE peerings SET dataplane_cfg=?, programmed_at=NULL WHERE {where}", [cfg, *args])
         return keys
 
-    def networks_awaiting_dataplane(self) -> set[str]:
-        return {r[0] for r in self._q("SELECT DISTINCT network_uid FROM peerings WHERE programmed_at IS NULL "
-                                      "AND dataplane_cfg = ?", (WAITS_FOR_DATAPLANE,))}
+    def awaiting_dataplane(self) -> set[tuple[str, str]]:
+        return {(r[0], r[1]) for r in self._q("SELECT DISTINCT network_uid, remote_site FROM peerings "
+                                              "WHERE programmed_at IS NULL AND dataplane_cfg = ?",
+                                              (WAITS_FOR_DATAPLANE,))}
 
     def programming(self, up_to: int, limit: int = 500) -> list[Peering]:
         return [_peering(r) for r in self._q(

@@ -26,6 +26,7 @@ from netpeer.ovn import ic_rows, names, rows
 from netpeer.ovn.backend import OvnBackend
 from netpeer.ovn.ic_rows import Keys
 from netpeer.ovn.plan import ForeignRowConflict, drifted, plan_sync
+from netpeer.ovn.plan import waiting as plan_waiting
 from tests.functional.nbfeed import Feed
 
 OWNER = "netpeer"
@@ -354,7 +355,8 @@ def test_a_transit_router_port_waits_for_the_switch_ports_key_across_sites(nb):
     lrps = ovn.nbctl("--bare", "--columns=name", "list", "Logical_Router_Port").split()
     assert att.router_port not in lrps and att.switch_port in ovn.nbctl("lsp-list", att.transit_switch)
     assert ovn.nbctl("--bare", "--columns=_uuid", "list", "Logical_Router_Static_Route").strip() == ""
-    assert first.report.released == 0 and first.report.waiting == {net.uid}
+    assert first.report.released == 0 and first.report.waiting == {(net.uid, "west")}
+    assert plan_waiting(feed.replica, OWNER, desired) == {(net.uid, "west")}
     assert plan_sync(feed.replica, OWNER, desired).ops == ()
     assert drifted(feed.replica, OWNER, desired) == set() and keyed == []
 
@@ -364,6 +366,7 @@ def test_a_transit_router_port_waits_for_the_switch_ports_key_across_sites(nb):
     assert drifted(feed.replica, OWNER, desired) == {net.uid}
     second = plan_sync(feed.replica, OWNER, desired)
     assert second.report.created == second.report.released == len(waiting) and second.report.waiting == set()
+    assert plan_waiting(feed.replica, OWNER, desired) == set()
     feed.transact(list(second.ops))
     settle(ovn, backend, feed)
     assert att.router_port in ovn.nbctl("--bare", "--columns=name", "list", "Logical_Router_Port").split()

@@ -311,48 +311,59 @@ def test_the_link_threads_exchange_after_each_commit(fed):
 
 
 class KeyedDataplane(MemoryDataplane):
-    """A network attached to another site has rows that wait for a key the
+    """A network's rows for its link to another site wait for a key the
     dataplane gives itself (OVN: ovn-ic's tunnel key on its transit port):
-    until ``keyed`` holds it, every sync reports it ``waiting``; the sync
-    after that writes them and reports them ``released``, as the OVN
-    backend does. Its chassis apply every change at once."""
+    until ``keyed`` holds (uid, site), every sync reports that link
+    ``waiting``; the sync after that writes them and reports them
+    ``released``, as the OVN backend does. A sync that changes nothing asks
+    the chassis for nothing (no ``cfg``), as OVN's does. Its chassis apply
+    every change at once."""
 
     def __init__(self):
         super().__init__()
-        self.keyed: set[str] = set()
-        self.written: set[str] = set()
+        self.keyed: set[tuple[str, str]] = set()
+        self.written: set[tuple[str, str]] = set()
 
-    def _due(self, desired) -> set[str]:
-        return {uid for uid, state in desired.items()
-                if state is not None and state.attachments and uid in self.keyed and uid not in self.written}
+    @staticmethod
+    def _links(desired) -> set[tuple[str, str]]:
+        return {(uid, site) for uid, state in desired.items() if state is not None for site, _ in state.attachments}
+
+    def _due(self, desired) -> set[tuple[str, str]]:
+        return (self._links(desired) & self.keyed) - self.written
 
     def drifted(self, desired):
-        return super().drifted(desired) | self._due(desired)
+        return super().drifted(desired) | {uid for uid, _ in self._due(desired)}
+
+    def waiting(self, desired):
+        return self._links(desired) - self.keyed
 
     def sync(self, desired, stamp=None, track=False):
         due = self._due(desired)
+        before = self.cfg, self.applied_cfg
         report = super().sync(desired, stamp, track)
         self.written |= due
-        waiting = {uid for uid, state in desired.items()
-                   if state is not None and state.attachments and uid not in self.keyed}
+        if not report.changed and not due:   # nothing changed: nothing asked of the chassis
+            self.cfg, self.applied_cfg = before
+            report = dataclasses.replace(report, cfg=None)
         return dataclasses.replace(report, created=report.created + 3 * len(due), released=3 * len(due),
-                                   waiting=frozenset(waiting))
+                                   waiting=frozenset(self.waiting(desired)))
 
 
-def bound_across(fed):
-    """net-a (east) Bound to net-b (west) and to net-c (east)."""
-    east, west = fed["east"], fed["west"]
+def bound_across(fed, sites=("west",)):
+    """net-a (east) Bound to net-c (east) and to a network in each of ``sites``."""
+    east = fed["east"]
     a = net(east, "team-a", "net-a", "10.1.0.0/24")
     net(east, "team-c", "net-c", "10.3.0.0/24")
-    net(west, "team-b", "net-b", "10.2.0.0/24")
     peer(east, "team-a", "net-a", "to-c", "team-c/net-c")
     peer(east, "team-c", "net-c", "to-a", "team-a/net-a")
-    fed.settle()
-    peer(east, "team-a", "net-a", "to-b", "team-b/net-b", "west")
-    fed.settle()
-    peer(west, "team-b", "net-b", "to-a", "team-a/net-a", "east")
-    fed.settle()
-    assert get(east, "team-a", "net-a", "to-b").phase == Phase.BOUND
+    for k, site in enumerate(sites):
+        net(fed[site], "team-b", "net-b", f"10.2.{k}.0/24")
+        fed.settle()
+        peer(east, "team-a", "net-a", f"to-{site}", "team-b/net-b", site)
+        fed.settle()
+        peer(fed[site], "team-b", "net-b", "to-a", "team-a/net-a", "east")
+        fed.settle()
+        assert get(east, "team-a", "net-a", f"to-{site}").phase == Phase.BOUND
     return a
 
 
@@ -367,14 +378,42 @@ def test_a_cross_site_pair_is_programmed_only_once_the_rows_that_waited_are_in(t
         a = bound_across(fed)
         # Every chassis applied the bind, but its router port and routes wait for the key: no traffic yet.
         east.programmer.check()
-        assert dataplanes_of(east, "team-a", "net-a") == {"to-b": "Programming", "to-c": "Programmed"}
+        assert dataplanes_of(east, "team-a", "net-a") == {"to-west": "Programming", "to-c": "Programmed"}
         east.repair()
         east.programmer.check()
-        assert dataplanes_of(east, "team-a", "net-a")["to-b"] == "Programming"   # a sweep changes nothing
-        dp.keyed.add(a.uid)
+        assert dataplanes_of(east, "team-a", "net-a")["to-west"] == "Programming"   # a sweep changes nothing
+        dp.keyed.add((a.uid, "west"))
         assert east.repair().repaired_rows == 0     # the rows go in; not drift
         east.programmer.check()
-        assert dataplanes_of(east, "team-a", "net-a") == {"to-b": "Programmed", "to-c": "Programmed"}
+        assert dataplanes_of(east, "team-a", "net-a") == {"to-west": "Programmed", "to-c": "Programmed"}
+    finally:
+        fed.close()
+
+
+def test_a_link_still_waiting_holds_back_only_the_pairs_over_it(tmp_path):
+    fed = Federation(tmp_path, names=("east", "west", "north"), dataplane=KeyedDataplane)
+    try:
+        east, dp = fed["east"], fed.dataplanes["east"]
+        a = bound_across(fed, sites=("west",))
+        dp.keyed.add((a.uid, "west"))
+        east.repair()
+        east.programmer.check()
+        assert dataplanes_of(east, "team-a", "net-a")["to-west"] == "Programmed"
+        # A new pair towards north: its link waits; the pair over west does not go back to waiting.
+        net(fed["north"], "team-n", "net-n", "10.4.0.0/24")
+        fed.settle()
+        peer(east, "team-a", "net-a", "to-north", "team-n/net-n", "north")
+        peer(fed["north"], "team-n", "net-n", "to-a", "team-a/net-a", "east")
+        fed.settle()
+        for _ in range(2):   # as the bind left them, and after a sweep
+            east.programmer.check()
+            assert dataplanes_of(east, "team-a", "net-a") == {"to-c": "Programmed", "to-north": "Programming",
+                                                              "to-west": "Programmed"}
+            east.repair()
+        dp.keyed.add((a.uid, "north"))
+        east.repair()
+        east.programmer.check()
+        assert set(dataplanes_of(east, "team-a", "net-a").values()) == {"Programmed"}
     finally:
         fed.close()
 
@@ -384,12 +423,34 @@ def test_a_mark_lost_after_the_rows_went_in_is_made_by_the_next_sweep(tmp_path):
     try:
         east, dp = fed["east"], fed.dataplanes["east"]
         a = bound_across(fed)
-        dp.keyed.add(a.uid)
-        dp.written.add(a.uid)   # in OVN already; the process that wrote them died before marking the pairs
+        dp.keyed.add((a.uid, "west"))
+        dp.written.add((a.uid, "west"))   # in OVN already; the process that wrote them died before the mark
+        dp.apply_at_once = False           # and the chassis have not caught up with them yet
+        dp.cfg += 1
         east.programmer.check()
-        assert dataplanes_of(east, "team-a", "net-a")["to-b"] == "Programming"
+        assert dataplanes_of(east, "team-a", "net-a")["to-west"] == "Programming"
         east.repair()
         east.programmer.check()
-        assert dataplanes_of(east, "team-a", "net-a")["to-b"] == "Programmed"
+        assert dataplanes_of(east, "team-a", "net-a")["to-west"] == "Programming"   # marked, not yet applied
+        dp.applied_cfg = dp.cfg
+        east.programmer.check()
+        assert dataplanes_of(east, "team-a", "net-a")["to-west"] == "Programmed"
+    finally:
+        fed.close()
+
+
+def test_one_key_of_two_programs_the_pairs_over_its_link_only(tmp_path):
+    fed = Federation(tmp_path, names=("east", "west", "north"), dataplane=KeyedDataplane)
+    try:
+        east, dp = fed["east"], fed.dataplanes["east"]
+        a = bound_across(fed, sites=("west", "north"))
+        east.programmer.check()
+        assert dataplanes_of(east, "team-a", "net-a") == {"to-c": "Programmed", "to-north": "Programming",
+                                                          "to-west": "Programming"}
+        dp.keyed.add((a.uid, "west"))
+        east.repair()
+        east.programmer.check()
+        assert dataplanes_of(east, "team-a", "net-a") == {"to-c": "Programmed", "to-north": "Programming",
+                                                          "to-west": "Programmed"}
     finally:
         fed.close()

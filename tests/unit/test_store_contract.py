@@ -150,7 +150,7 @@ def test_halves_naming_another_site_are_their_own_and_mark_that_site(store):
         assert tx.sites_changed == {"west"}
 
 
-def test_marks_for_the_dataplane_reach_cross_site_pairs_only_and_never_go_back(store):
+def test_marks_for_the_dataplane_reach_the_pairs_of_their_sites_and_never_go_back(store):
     a, b, c = net("a", "na", 1), net("b", "nb", 2), net("c", "nc", 3)
     local = half(a, c, "local", Phase.BOUND)
     cross = dataclasses.replace(half(a, b, "cross", Phase.BOUND), remote_site="west")
@@ -160,16 +160,17 @@ def test_marks_for_the_dataplane_reach_cross_site_pairs_only_and_never_go_back(s
         tx.put_peering(local)
         tx.put_peering(cross)
         assert tx.set_dataplane_cfg(a.key, 5) == [cross.key, local.key]
-        assert tx.set_dataplane_cfg(a.key, WAITS_FOR_DATAPLANE, cross_site_only=True) == [cross.key]
+        assert tx.set_dataplane_cfg(a.key, WAITS_FOR_DATAPLANE, sites={"north"}) == []
+        assert tx.set_dataplane_cfg(a.key, WAITS_FOR_DATAPLANE, sites={"west", "north"}) == [cross.key]
     with store.read() as tx:
-        assert tx.networks_awaiting_dataplane() == {a.uid}
+        assert tx.awaiting_dataplane() == {(a.uid, "west")}
         assert [p.name for p in tx.programming(10 ** 6)] == ["local"]   # the waiting pair is not acknowledged
         assert tx.get_peering(cross.key).dataplane == "Programming"
     with store.write() as tx:
         assert tx.set_dataplane_cfg(a.key, 9, newer_only=True) == [cross.key, local.key]   # 5 < 9, and the wait
         assert tx.set_dataplane_cfg(a.key, 8, newer_only=True) == []                        # never back to 8
         assert sorted((p.name, p.dataplane_cfg) for p in tx.programming(9)) == [("cross", 9), ("local", 9)]
-        assert tx.networks_awaiting_dataplane() == set()
+        assert tx.awaiting_dataplane() == set()
 
 
 def test_the_mirror_of_another_site_replaces_and_reads_back(store):
