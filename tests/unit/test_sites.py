@@ -5,6 +5,7 @@ same behaviour on real daemons, OVN-IC and WireGuard is in tests/sites."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 
@@ -371,9 +372,17 @@ def dataplanes_of(svc, ns, network):
     return {p.name: p.dataplane for p in svc.list_peerings(ADMIN, ns, network)}
 
 
-def test_a_cross_site_pair_is_programmed_only_once_the_rows_that_waited_are_in(tmp_path):
-    fed = Federation(tmp_path, dataplane=KeyedDataplane)
+@contextlib.contextmanager
+def keyed_federation(tmp_path, names=("east", "west")):
+    fed = Federation(tmp_path, names=names, dataplane=KeyedDataplane)
     try:
+        yield fed
+    finally:
+        fed.close()
+
+
+def test_a_cross_site_pair_is_programmed_only_once_the_rows_that_waited_are_in(tmp_path):
+    with keyed_federation(tmp_path) as fed:
         east, dp = fed["east"], fed.dataplanes["east"]
         a = bound_across(fed)
         # Every chassis applied the bind, but its router port and routes wait for the key: no traffic yet.
@@ -386,13 +395,10 @@ def test_a_cross_site_pair_is_programmed_only_once_the_rows_that_waited_are_in(t
         assert east.repair().repaired_rows == 0     # the rows go in; not drift
         east.programmer.check()
         assert dataplanes_of(east, "team-a", "net-a") == {"to-west": "Programmed", "to-c": "Programmed"}
-    finally:
-        fed.close()
 
 
 def test_a_link_still_waiting_holds_back_only_the_pairs_over_it(tmp_path):
-    fed = Federation(tmp_path, names=("east", "west", "north"), dataplane=KeyedDataplane)
-    try:
+    with keyed_federation(tmp_path, names=("east", "west", "north")) as fed:
         east, dp = fed["east"], fed.dataplanes["east"]
         a = bound_across(fed, sites=("west",))
         dp.keyed.add((a.uid, "west"))
@@ -414,13 +420,10 @@ def test_a_link_still_waiting_holds_back_only_the_pairs_over_it(tmp_path):
         east.repair()
         east.programmer.check()
         assert set(dataplanes_of(east, "team-a", "net-a").values()) == {"Programmed"}
-    finally:
-        fed.close()
 
 
 def test_a_mark_lost_after_the_rows_went_in_is_made_by_the_next_sweep(tmp_path):
-    fed = Federation(tmp_path, dataplane=KeyedDataplane)
-    try:
+    with keyed_federation(tmp_path) as fed:
         east, dp = fed["east"], fed.dataplanes["east"]
         a = bound_across(fed)
         dp.keyed.add((a.uid, "west"))
@@ -435,13 +438,10 @@ def test_a_mark_lost_after_the_rows_went_in_is_made_by_the_next_sweep(tmp_path):
         dp.applied_cfg = dp.cfg
         east.programmer.check()
         assert dataplanes_of(east, "team-a", "net-a")["to-west"] == "Programmed"
-    finally:
-        fed.close()
 
 
 def test_one_key_of_two_programs_the_pairs_over_its_link_only(tmp_path):
-    fed = Federation(tmp_path, names=("east", "west", "north"), dataplane=KeyedDataplane)
-    try:
+    with keyed_federation(tmp_path, names=("east", "west", "north")) as fed:
         east, dp = fed["east"], fed.dataplanes["east"]
         a = bound_across(fed, sites=("west", "north"))
         east.programmer.check()
@@ -452,5 +452,3 @@ def test_one_key_of_two_programs_the_pairs_over_its_link_only(tmp_path):
         east.programmer.check()
         assert dataplanes_of(east, "team-a", "net-a") == {"to-c": "Programmed", "to-north": "Programming",
                                                           "to-west": "Programmed"}
-    finally:
-        fed.close()
