@@ -88,6 +88,10 @@ class SyncReport:
     def changed(self) -> int:
         return self.created + self.updated + self.deleted
 
+    def waiting_sites(self, uid: str) -> set[str]:
+        """The other sites whose links' rows of network ``uid`` still wait."""
+        return {site for u, site in self.waiting if u == uid}
+
     def __add__(self, other: "SyncReport") -> "SyncReport":
         return SyncReport(self.created + other.created, self.updated + other.updated,
                           self.deleted + other.deleted, other.cfg if other.cfg is not None else self.cfg,

@@ -226,7 +226,7 @@ class OvnBackend:
 
     def configured(self) -> int:
         """NB_Global.nb_cfg: the newest configuration asked of the chassis."""
-        return self._nb_global().get("nb_cfg", 0)
+        return self.nb_cfg()[0]
 
     def nb_cfg(self) -> tuple[int, int, int]:
         row = self._nb_global()

@@ -19,11 +19,11 @@ from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
 from netpeer.core.consent import ONE_SITE
-from netpeer.core.dataplane import WAITS_FOR_DATAPLANE, Dataplane
+from netpeer.core.dataplane import Dataplane
 from netpeer.observe.metrics import NONE
 from netpeer.store.base import Store, Transaction, iter_all_networks
 from netpeer.service import effects
-from netpeer.service.writes import WriteQueue, desired_states
+from netpeer.service.writes import WriteQueue, desired_states, mark_pairs
 
 LOG = logging.getLogger(__name__)
 
@@ -273,7 +273,7 @@ class Reconciler:
                         with self.store.exclusive() as tx:
                             report = self.dataplane.sync(desired_states(tx, [uid]),
                                                          self.writes.stamp(tx, advance=False), track=True)
-                        still = {site for u, site in report.waiting if u == uid}
+                        still = report.waiting_sites(uid)
                         if report.released or any(u == uid and site not in still for u, site in awaiting):
                             # No sequence number when the rows were in
                             # before (their mark was lost): the newest one.
@@ -309,12 +309,7 @@ class Reconciler:
         (``dataplane`` Programming), as after a write; those towards sites
         whose rows ``still`` wait go on waiting."""
         network = tx.get_network_by_uid(uid)
-        if network is None:
-            return 0
-        marked = tx.set_dataplane_cfg(network.key, cfg, newer_only=True)
-        if still:
-            tx.set_dataplane_cfg(network.key, WAITS_FOR_DATAPLANE, sites=still)
-        return len(marked)
+        return len(mark_pairs(tx, network.key, cfg, still, newer_only=True)) if network is not None else 0
 
     def sweep(self) -> SweepReport:
         """Expiry, then repair; recorded in ``status``."""

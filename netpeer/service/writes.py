@@ -21,6 +21,7 @@ from typing import Callable, Iterable
 from netpeer.core.dataplane import WAITS_FOR_DATAPLANE, Dataplane, NetworkState, RemotePeer, Stamp
 from netpeer.errors import Unavailable
 from netpeer.observe.metrics import NONE
+from netpeer.core.models import NetworkKey, PeeringKey
 from netpeer.store.base import Store, Transaction
 
 #: What a write does inside its transaction: (its result, uids to re-program).
@@ -69,6 +70,21 @@ class _Pending:
         self.done = False
         self.result = None
         self.error: BaseException | None = None
+
+
+def mark_pairs(tx: Transaction, network: NetworkKey, cfg: int | None, waiting_sites: set[str],
+               newer_only: bool = False) -> dict[PeeringKey, int]:
+    """Marks the Bound pairs of ``network`` as waiting for every chassis to
+    apply ``cfg`` (when there is one; ``newer_only``: never back to an
+    older one), and those towards ``waiting_sites`` as waiting for their
+    link's rows first (``WAITS_FOR_DATAPLANE``). Their marks, by key."""
+    marked: dict[PeeringKey, int] = {}
+    if cfg is not None:
+        marked.update(dict.fromkeys(tx.set_dataplane_cfg(network, cfg, newer_only=newer_only), cfg))
+    if waiting_sites:
+        marked.update(dict.fromkeys(tx.set_dataplane_cfg(network, WAITS_FOR_DATAPLANE, sites=waiting_sites),
+                                    WAITS_FOR_DATAPLANE))
+    return marked
 
 
 class WriteQueue:
@@ -187,14 +203,8 @@ class WriteQueue:
             return marked
         for uid in touched:
             network = tx.get_network_by_uid(uid)
-            if network is None:
-                continue
-            if report.cfg is not None:
-                marked.update(dict.fromkeys(tx.set_dataplane_cfg(network.key, report.cfg), report.cfg))
-            sites = {site for u, site in report.waiting if u == uid}
-            if sites:
-                marked.update(dict.fromkeys(tx.set_dataplane_cfg(network.key, WAITS_FOR_DATAPLANE, sites=sites),
-                                            WAITS_FOR_DATAPLANE))
+            if network is not None:
+                marked.update(mark_pairs(tx, network.key, report.cfg, report.waiting_sites(uid)))
         return marked
 
     @staticmethod
