@@ -26,6 +26,8 @@ BUDGETS_S = (0.5, 1.0, 2.0, 5.0, 15.0)
 CENTRAL = ("ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd")
 #: The region the prediction is made for.
 REGION_NETWORKS = 100_000
+#: Past this, a site size read off the curve says only that the curve is flat.
+MAX_NETWORKS = 10 ** 9
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,16 @@ class Curve:
 
     def networks(self, budget_s: float) -> int | None:
         """The most networks one site can hold within ``budget_s``; None when
-        the curve does not grow there (too noisy or too small to say)."""
+        the curve does not grow there, or so slowly that the answer is past
+        any deployment (too noisy or too small to say)."""
         for lo, hi in zip(self.points, self.points[1:]):
             if budget_s <= hi[1]:
                 break
         k = self._exponent(lo, hi)
-        return int(lo[0] * (budget_s / lo[1]) ** (1 / k)) if k > 0 else None
+        if k <= 0:
+            return None
+        log_n = math.log(lo[0]) + math.log(budget_s / lo[1]) / k   # in logs: a flat curve overflows a float
+        return int(math.exp(log_n)) if log_n <= math.log(MAX_NETWORKS) else None
 
 
 def curve_of(scale: dict) -> Curve:

@@ -54,3 +54,13 @@ def test_a_curve_that_does_not_grow_gives_no_size():
     s = sizing.summary(scale_of([(30, 0.08), (60, 0.08)]))   # a tiny smoke run: noise, no growth
     assert all(row["networks_per_site"] is None and row["sites_for_region"] is None for row in s["table"])
     assert "| 1 s | – | – | – |" in "\n".join(sizing.markdown(s))
+
+
+def test_a_nearly_flat_curve_says_nothing_rather_than_overflowing():
+    """Tiny sizes (the --quick run) can measure almost the same time at two
+    sizes: the exponent is then near zero and a budget far above the curve
+    would ask for a site of 10^300 networks or more."""
+    flat = [(30, 0.0500), (60, 0.0501)]
+    s = sizing.summary(scale_of(flat, memory_mib=100))
+    assert [row["networks_per_site"] for row in s["table"]] == [None] * len(sizing.BUDGETS_S)
+    assert all(row["sites_for_region"] is None for row in s["table"])
