@@ -4,12 +4,15 @@
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
 #   - its YAML and Node.js language hosts and the TypeScript SDK (scripts/install-pulumi-languages.sh; cached)
+#   - lincheck, the linearizability checker: tests/linearizability/checker over Porcupine from the Go
+#     module proxy (scripts/install-porcupine.sh; cached)
 #   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh)
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
 #     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
 # Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI (and the languages),
 # --no-pulumi-languages only the YAML/TypeScript toolchain, --no-opentofu OpenTofu,
-# --no-wireguard wireguard-go (then `netpeer dev up --sites` and tests/sites fail, saying so).
+# --no-wireguard wireguard-go (then `netpeer dev up --sites` and tests/sites fail, saying so),
+# --no-porcupine the checker (then tests/linearizability builds it on first use, or fails saying why).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "setup: $*" >&2; }
@@ -18,12 +21,14 @@ want_pulumi=1
 want_pulumi_languages=1
 want_opentofu=1
 want_wireguard=1
+want_porcupine=1
 for arg in "$@"; do
   case "$arg" in
     --no-pulumi) want_pulumi=0 ;;
     --no-pulumi-languages) want_pulumi_languages=0 ;;
     --no-opentofu) want_opentofu=0 ;;
     --no-wireguard) want_wireguard=0 ;;
+    --no-porcupine) want_porcupine=0 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -113,4 +118,9 @@ fi
 # --- wireguard-go (userspace WireGuard between the sites of `netpeer dev up --sites`) ---
 if [ "$want_wireguard" = 1 ]; then
   bash scripts/install-wireguard.sh >/dev/null
+fi
+
+# --- lincheck (the linearizability checker of tests/linearizability) ------------
+if [ "$want_porcupine" = 1 ]; then
+  bash scripts/install-porcupine.sh >/dev/null
 fi

@@ -1,0 +1,175 @@
+"""lincheck itself: its model is netpeer's semantics, it flags what is not
+linearizable and names the operation, it reads unknown outcomes as Porcupine
+should, and it refuses a file that is not a history with one line.
+
+The model is checked against netpeer's own service: thousands of random
+calls of the workload, one at a time, on a ``Service`` in this process
+(``tests.linearizability.inprocess``). A history of one client has exactly
+one linearization, so any answer the model gets wrong is a violation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.linearizability import checker
+from tests.linearizability.inprocess import sequential_history
+
+CALLS = 3000
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def shown(visualization: Path) -> set[str]:
+    """The operations Porcupine's page draws (the data it renders)."""
+    html = visualization.read_text()
+    start = html.index("const data = ") + len("const data = ")
+    data, _ = json.JSONDecoder().raw_decode(html[start:])
+    return {e["Description"] for p in data["Partitions"] for e in p["History"]}
+
+
+def write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("seq")
+    counts = sequential_history(d / "history.jsonl", d / "store.db", CALLS, seed=20261127)
+    assert counts["ok"] > CALLS // 4 and counts["fail"] > CALLS // 4, counts
+    return d / "history.jsonl"
+
+
+def test_netpeers_own_answers_are_linearizable_under_the_model(lincheck, sequential):
+    verdict = checker.check(lincheck, sequential)
+    assert verdict.linearizable, verdict.summary
+    s = verdict.summary
+    assert s["operations"] == s["checked"] == CALLS
+    # The history went through every phase and reason the model knows.
+    seen = {(r["result"]["phase"], r["result"]["reason"]) for r in lines(sequential)
+            if r["f"] == "get_peering" and r["outcome"] == "ok"}
+    assert {("Pending", "AwaitingRemote"), ("Bound", "Bound"), ("Failed", "OverlappingPrefixes"),
+            ("Pending", "RemoteWithdrawn"), ("Pending", "RemoteReplaced")} <= seen, seen
+
+
+def test_a_wrong_answer_is_flagged_and_the_visualisation_names_it(lincheck, sequential, workdir):
+    records = lines(sequential)
+    k = next(i for i, r in enumerate(records) if r["f"] == "get_peering" and r["outcome"] == "ok"
+             and r["result"]["phase"] == "Bound")
+    records[k]["result"] = {"phase": "Pending", "reason": "RemoteWithdrawn"}
+    verdict = checker.check(lincheck, write(workdir / "h.jsonl", records), out=workdir / "out")
+    assert verdict.exit_code == 1 and verdict.summary["verdict"] == "not linearizable"
+    [v] = verdict.violations
+    a = records[k]["args"]
+    assert v["operation"] == f"get_peering {a['ns']}/{a['network']}/{a['peering']} => Pending/RemoteWithdrawn"
+    assert v["line"] == k + 1 and v["group"] == records[k]["group"]
+    assert v["operation"] in shown(Path(v["visualization"]))
+
+
+def _op(process, f, call, ret, outcome="ok", result=None, error="", **args):
+    r = {"type": "op", "process": process, "f": f, "group": "g", "args": {"ns": "g-x", "network": "n1", **args},
+         "call": call, "return": ret, "outcome": outcome}
+    if result is not None:
+        r["result"] = result
+    if error:
+        r["error"] = error
+    return r
+
+
+VIEW = {"subnets": ["10.0.0.0/24"], "routes": [], "peerings": []}
+LISTED = {"networks": [{"name": "n1", **VIEW}]}
+NONE = {"networks": []}
+
+
+@pytest.mark.parametrize("create, later_read, linearizable", [
+    # A create answered ok, then a list that does not show it: a lost write.
+    ({"outcome": "ok", "result": VIEW}, NONE, False),
+    ({"outcome": "ok", "result": VIEW}, LISTED, True),
+    # No answer: it may have happened, or not, or happen later.
+    ({"outcome": "info", "error": "UNAVAILABLE"}, LISTED, True),
+    ({"outcome": "info", "error": "UNAVAILABLE"}, NONE, True),
+    # netpeerd answered UNAVAILABLE: nothing was changed, so no read may see it.
+    ({"outcome": "fail", "error": "UNAVAILABLE"}, LISTED, False),
+    ({"outcome": "fail", "error": "UNAVAILABLE"}, NONE, True),
+])
+def test_outcomes_of_a_write_bind_later_reads(lincheck, workdir, create, later_read, linearizable):
+    records = [
+        _op(0, "create_network", 10, 20, subnets=["10.0.0.0/24"], routes=[], **create),
+        _op(1, "list_networks", 30, 40, result=later_read),
+        _op(1, "list_networks", 50, 60, result=later_read),
+    ]
+    records[1]["args"] = records[2]["args"] = {"ns": "g-x"}
+    verdict = checker.check(lincheck, write(workdir / "h.jsonl", records))
+    assert verdict.linearizable is linearizable, verdict.summary
+
+
+def test_an_unanswered_write_may_take_effect_long_after_its_caller_gave_up(lincheck, workdir):
+    records = [
+        _op(0, "create_network", 10, 20, "info", error="UNAVAILABLE", subnets=["10.0.0.0/24"], routes=[]),
+        {**_op(1, "list_networks", 30, 40, result=NONE), "args": {"ns": "g-x"}},
+        {**_op(1, "list_networks", 5000, 5010, result=LISTED), "args": {"ns": "g-x"}},
+        {**_op(1, "list_networks", 6000, 6010, result=NONE), "args": {"ns": "g-x"}},
+    ]
+    assert checker.check(lincheck, write(workdir / "h.jsonl", records[:3])).linearizable
+    # Once seen, it stays (nothing deleted it).
+    assert not checker.check(lincheck, write(workdir / "h.jsonl", records)).linearizable
+
+
+def _status(process, node, call, ret, leading):
+    return {"type": "op", "process": process, "f": "status", "node": node, "args": {}, "call": call,
+            "return": ret, "outcome": "ok", "result": {"leading": leading}}
+
+
+S = 1_000_000_000
+
+
+def test_two_replicas_leading_within_one_lease_is_flagged(lincheck, workdir):
+    meta = {"type": "meta", "lease_s": 2.0}
+    # r1 leads, r2 takes over (the lease ran out), r1 claims again 0.5 s later, r2 again.
+    overlap = [meta, _status(0, "r1", 0, S // 100, True), _status(1, "r2", 3 * S, 3 * S + S // 100, True),
+               _status(0, "r1", 3 * S + S // 2, 3 * S + S // 2 + S // 100, True),
+               _status(1, "r2", 4 * S, 4 * S + S // 100, True)]
+    verdict = checker.check(lincheck, write(workdir / "h.jsonl", overlap), out=workdir / "out")
+    assert not verdict.linearizable
+    [v] = verdict.violations
+    assert v["group"] == "lease" and v["operation"].startswith("status r") and v["operation"].endswith("leading")
+    # The same claims a lease apart are legal; "not leading" never constrains.
+    apart = [meta, _status(0, "r1", 0, S // 100, True), _status(1, "r2", 3 * S, 3 * S + S // 100, True),
+             _status(0, "r1", 3 * S + S // 2, 3 * S + S // 2 + S // 100, False),
+             _status(0, "r1", 6 * S, 6 * S + S // 100, True), _status(1, "r2", 6 * S, 6 * S + S // 100, False)]
+    assert checker.check(lincheck, write(workdir / "h.jsonl", apart)).linearizable
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "holds no operation"),
+    ("{not json\n", ":1: not a JSON object"),
+    ('{"type": "op"}\n', ':1: unknown operation f=""'),
+    ('{"type": "nothing"}\n', ':1: type "nothing" is not op, nemesis or meta'),
+    ('{"type": "op", "process": 0, "f": "get_peering", "group": "g", "call": 5, "return": 4, "outcome": "ok", '
+     '"args": {"ns": "a", "network": "b", "peering": "c"}, "result": {}}\n', ":1: get_peering: returns (4) before"),
+    ('{"type": "op", "process": 0, "f": "get_peering", "group": "g", "call": 5, "return": 6, "outcome": "ok", '
+     '"args": {"ns": "a", "network": "b"}, "result": {}}\n', ":1: get_peering: args.peering is missing"),
+    ('{"type": "op", "process": 0, "f": "status", "node": "r1", "call": 5, "return": 6, "outcome": "ok", '
+     '"result": {"leading": true}}\n', "status operations need the lease"),
+])
+def test_a_file_that_is_not_a_history_gets_one_line(lincheck, workdir, content, message):
+    path = workdir / "bad.jsonl"
+    path.write_text(content)
+    with pytest.raises(checker.CheckerError) as exc:
+        checker.check(lincheck, path)
+    text = str(exc.value)
+    assert message in text and "\n" not in text and text.startswith("lincheck: ") and str(path) in text
+
+
+def test_a_missing_file_and_bad_arguments_get_one_line(lincheck, workdir):
+    missing = subprocess.run([str(lincheck), "check", str(workdir / "nope.jsonl")], capture_output=True, text=True)
+    assert missing.returncode == 2
+    assert missing.stderr == f"lincheck: {workdir / 'nope.jsonl'}: cannot be read (no such file or directory)\n"
+    usage = subprocess.run([str(lincheck), "verify"], capture_output=True, text=True)
+    assert usage.returncode == 2 and usage.stderr.count("\n") == 1 and "usage: lincheck check" in usage.stderr
