@@ -31,6 +31,10 @@ class NetpeerdProcess:
     ``directory`` holds ``netpeerd.toml``, ``netpeerd.log`` and
     ``netpeerd.pid``."""
 
+    #: The module run as ``python -m MODULE serve --config FILE`` (the tests
+    #: of tests/linearizability run a build with a fault planted in it).
+    module = "netpeer.cli.main"
+
     def __init__(self, config: Config, directory: str | os.PathLike, admin_token: str):
         self.config = config
         self.dir = Path(directory)
@@ -78,7 +82,7 @@ class NetpeerdProcess:
         env = dict(os.environ, **(extra_env or {}))
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "netpeer.cli.main", "serve", "--config", str(self.config_file), *args],
+                [sys.executable, "-m", self.module, "serve", "--config", str(self.config_file), *args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
         self.pidfile.write_text(f"{self.proc.pid}\n")
         return self.proc.pid

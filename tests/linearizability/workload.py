@@ -269,8 +269,8 @@ class Run:
 
 
 def run_for(run: Run, seconds: float, during: Callable[[float], None] | None = None) -> None:
-    """Runs the workload for ``seconds``; ``during(deadline)`` (the faults)
-    runs meanwhile in this thread."""
+    """Runs the workload for ``seconds``, and as long as ``during(deadline)``
+    (the faults, run meanwhile in this thread) goes on."""
     run.start()
     deadline = time.monotonic() + seconds
     try:
@@ -278,5 +278,6 @@ def run_for(run: Run, seconds: float, during: Callable[[float], None] | None = N
             during(deadline)
         while time.monotonic() < deadline:
             time.sleep(0.1)
+        time.sleep(0.5)   # calls after the last fault, so that every group ends on answered calls
     finally:
         run.finish()

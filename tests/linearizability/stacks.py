@@ -1,0 +1,304 @@
+"""The deployments a run works against, the faults each can inject, and
+what must hold of each once the run is over.
+
+- ``SqliteStack``: one netpeerd on SQLite, OVN with a chassis. Fault:
+  ``kill`` (kill -9 netpeerd, start it again).
+- ``ReplicaStack``: two netpeerd replicas on one PostgreSQL, an NB Raft
+  cluster of three. Faults: ``kill-leader``, ``kill-follower`` (kill -9 the
+  replica that holds the sweeper lease, or the other, and start it again),
+  ``pause-leader`` (SIGSTOP the leader for longer than its lease, then
+  SIGCONT), ``restart-postgres`` (immediate shutdown, then start),
+  ``kill-nb-leader`` (kill -9 the NB Raft leader, start it again once
+  another leads).
+- ``SitesStack`` (tests/linearizability/sites.py): two sites.
+
+Every process is started by the stack and stopped by its own pid in
+``stop`` (a paused one is continued first); every directory is removed.
+A fault the stack cannot inject is refused with one line.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import random
+import shutil
+import signal
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from netpeer import errors
+from netpeer.api.client import Client
+from netpeer.ovn.backend import OvnBackend
+from netpeer_dev.daemons import OvnDaemons
+from netpeer_dev.nbcluster import NbCluster
+from netpeer_dev.postgres import PgCluster
+from netpeer_dev.process import NetpeerdProcess
+from tests.faults.harness import wait_ovn_matches_store
+from tests.linearizability.history import History, now
+from tests.linearizability.planted import PlantedNetpeerd
+from tests.support import ADMIN_TOKEN, netpeerd_config
+
+LEASE_S = 2.0
+
+
+class FaultRefused(ValueError):
+    """A fault the stack cannot inject."""
+
+
+def check_faults(stack_name: str, wanted: list[str], possible: tuple[str, ...]) -> list[str]:
+    for kind in wanted:
+        if kind not in possible:
+            raise FaultRefused(f"fault {kind!r} cannot be injected into the {stack_name} stack "
+                               f"(it can: {', '.join(possible)})")
+    return wanted
+
+
+def _process(directory: Path, ovn_nb: str, plant: str | None, **config) -> NetpeerdProcess:
+    cfg = netpeerd_config(directory, ovn_nb, **config)
+    if plant:
+        return PlantedNetpeerd(cfg, directory, ADMIN_TOKEN, plant=plant)
+    return NetpeerdProcess(cfg, directory, ADMIN_TOKEN)
+
+
+def _wait_answering(daemons: list[NetpeerdProcess], timeout: float = 60.0) -> None:
+    """Until every daemon answers with OVN connected."""
+    deadline = time.monotonic() + timeout
+    for d in daemons:
+        while True:
+            try:
+                with Client(d.endpoint, d.admin_token, timeout=5) as c:
+                    if c.status()["dataplane_connected"]:
+                        break
+            except errors.NetpeerError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{d.endpoint} does not answer with OVN connected: {d.tail(300)}")
+            time.sleep(0.05)
+
+
+@dataclasses.dataclass
+class Final:
+    """What was checked once the run was over."""
+
+    ovn_matches_store_s: float = 0.0
+    pings: dict = dataclasses.field(default_factory=dict)
+
+
+class SqliteStack:
+    """One netpeerd on SQLite (optionally a planted build), OVN with a chassis."""
+
+    name = "sqlite"
+    FAULTS = ("kill",)
+
+    def __init__(self, directory: Path, plant: str | None = None, chassis: bool = True):
+        self.dir = Path(directory)
+        self.plant = plant
+        self.chassis = chassis
+        self.ovn = OvnDaemons(self.dir / "ovn")
+        self.daemon = _process(self.dir / "netpeerd", self.ovn.nb_remote, plant, sweep_interval="2s",
+                               ovn_timeout="5s")
+        self.lease_s = 0.0
+
+    def start(self) -> None:
+        self.ovn.start(chassis=self.chassis)
+        self.daemon.start(sweep=True)
+
+    @property
+    def endpoints(self) -> dict[str, str]:
+        return {"netpeerd": self.daemon.endpoint}
+
+    def inject(self, kind: str, history: History, rnd: random.Random) -> None:
+        check_faults(self.name, [kind], self.FAULTS)
+        start = now()
+        self.daemon.kill9()
+        killed = now()
+        self.daemon.spawn()
+        self.daemon.wait_ready()
+        history.nemesis("kill", "netpeerd", start, now(), f"kill -9, serving again after {(now() - killed) / 1e9:.2f}s")
+
+    def final(self, sample: int = 4, seed: int = 0) -> Final:
+        from netpeer.store.sqlite import SqliteStore
+        from tests.linearizability.pings import ping_sample
+        _wait_answering([self.daemon])
+        store = SqliteStore(self.daemon.config.store)
+        checker = OvnBackend(self.ovn.nb_remote)
+        try:
+            assert checker.wait_connected(30), "the checker cannot reach OVN NB"
+            took = wait_ovn_matches_store(store, checker, timeout=30, content=True)
+            pings = ping_sample(store, self.ovn, self.dir / "instances", sample, seed) if self.chassis else {}
+        finally:
+            checker.close()
+            store.close()
+        return Final(took, pings)
+
+    def stop(self) -> None:
+        try:
+            self.daemon.stop()
+        finally:
+            self.ovn.stop()
+
+    def logs_clean(self) -> None:
+        self.daemon.assert_no_internal_errors()
+
+
+class ReplicaStack:
+    """Two netpeerd replicas on PostgreSQL and an NB Raft cluster of three."""
+
+    name = "replicas"
+    FAULTS = ("kill-leader", "kill-follower", "pause-leader", "restart-postgres", "kill-nb-leader")
+
+    def __init__(self, directory: Path, plant: str | None = None, replicas: int = 2,
+                 pg: PgCluster | None = None, url: str | None = None):
+        """``pg`` and ``url``: a running PostgreSQL and a database of the run's
+        (kept running at the end); by default the stack makes its own."""
+        self.dir = Path(directory)
+        self.plant = plant
+        self.nb = NbCluster(self.dir / "nb")
+        self.own_pg = pg is None
+        self.pg = pg or PgCluster(self.dir / "pg", port=5432)
+        self.url = url
+        self.lease_s = LEASE_S
+        self.daemons: list[NetpeerdProcess] = []
+        self.count = replicas
+        self.paused: set[int] = set()
+
+    def start(self) -> None:
+        self.nb.start()
+        if self.own_pg:
+            self.pg.start()
+        url = self.url or self.pg.create_database("netpeer")
+        for i in range(self.count):
+            d = _process(self.dir / f"r{i + 1}", self.nb.nb_remote, self.plant, sweep_interval="2s",
+                         ovn_timeout="4s", leader_lease=timedelta(seconds=LEASE_S))
+            d.config = dataclasses.replace(d.config, store=url)
+            self.daemons.append(d)
+        for d in self.daemons:
+            d.start()
+        _wait_answering(self.daemons)
+        self._wait_leader()
+
+    @property
+    def endpoints(self) -> dict[str, str]:
+        return {f"r{i + 1}": d.endpoint for i, d in enumerate(self.daemons)}
+
+    def _leaders(self) -> list[int]:
+        out = []
+        for i, d in enumerate(self.daemons):
+            if i in self.paused or d.pid is None:
+                continue
+            try:
+                with Client(d.endpoint, ADMIN_TOKEN, timeout=2) as c:
+                    if c.status()["leading"]:
+                        out.append(i)
+            except errors.NetpeerError:
+                pass
+        return out
+
+    def _wait_leader(self, timeout: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            leaders = self._leaders()
+            if len(leaders) == 1:
+                return leaders[0]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no single leader among the replicas after {timeout:.0f}s: {leaders}")
+            time.sleep(0.05)
+
+    def inject(self, kind: str, history: History, rnd: random.Random) -> None:
+        check_faults(self.name, [kind], self.FAULTS)
+        if kind in ("kill-leader", "kill-follower", "pause-leader"):
+            leader = self._wait_leader()
+            victim = leader if kind != "kill-follower" else (leader + 1) % len(self.daemons)
+            d, target = self.daemons[victim], f"r{victim + 1}"
+            start = now()
+            if kind == "pause-leader":
+                pause = LEASE_S * rnd.uniform(1.5, 2.5)
+                self.paused.add(victim)
+                d.proc.send_signal(signal.SIGSTOP)
+                time.sleep(pause)
+                # Longer than the lease is not enough on a loaded machine: until another replica leads.
+                took_over = self._wait_leader(30.0)
+                d.proc.send_signal(signal.SIGCONT)
+                self.paused.discard(victim)
+                history.nemesis(kind, target, start, now(), f"SIGSTOP for {(now() - start) / 1e9:.1f}s (lease "
+                                f"{LEASE_S:.0f}s; r{took_over + 1} led meanwhile)")
+                return
+            d.kill9()
+            time.sleep(rnd.uniform(0.0, LEASE_S))
+            d.spawn()
+            d.wait_ready()
+            history.nemesis(kind, target, start, now(), "kill -9, then started again")
+        elif kind == "restart-postgres":
+            start = now()
+            self.pg.kill(signal.SIGQUIT)      # immediate shutdown: a crash, recovered from the WAL
+            time.sleep(rnd.uniform(0.2, 1.0))
+            self.pg.start()
+            history.nemesis(kind, "postgresql", start, now(), "immediate shutdown, then started again")
+        else:
+            start = now()
+            leader = self.nb.leader()
+            if leader is None:
+                leader = self.nb.wait_leader(30)
+            self.nb.member(leader).signal(signal.SIGKILL)
+            self.nb.wait_leader(30, exclude=leader)
+            self.nb.start_member(leader)
+            history.nemesis(kind, f"nb{leader + 1}", start, now(), "kill -9 of the NB Raft leader, restarted "
+                            "once another led")
+
+    def final(self, sample: int = 0, seed: int = 0) -> Final:
+        from netpeer.store.postgres import PostgresStore
+        _wait_answering(self.daemons)
+        store = PostgresStore(self.daemons[0].config.store)
+        checker = OvnBackend(self.nb.nb_remote)
+        try:
+            assert checker.wait_connected(30), "the checker cannot reach OVN NB"
+            took = wait_ovn_matches_store(store, checker, timeout=30, content=True)
+        finally:
+            checker.close()
+            store.close()
+        return Final(took, {})
+
+    def stop(self) -> None:
+        try:
+            for i, d in enumerate(self.daemons):
+                if i in self.paused and d.pid is not None:
+                    d.proc.send_signal(signal.SIGCONT)
+                d.stop()
+        finally:
+            try:
+                self.nb.stop()
+            finally:
+                if self.own_pg:
+                    self.pg.remove()
+                elif self.pg.pid is None:   # a shared one, left as it was found: running
+                    self.pg.start()
+
+    def logs_clean(self) -> None:
+        for d in self.daemons:
+            d.assert_no_internal_errors()
+
+
+def remove(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def nemesis(stack, history: History, kinds: list[str], rnd: random.Random, deadline: float,
+            every: tuple[float, float] = (1.0, 3.0), quiet_end: float = 2.0, rounds: int = 0) -> collections.Counter:
+    """Injects the faults of ``kinds`` one after another, a random ``every``
+    seconds apart, until ``deadline`` (less ``quiet_end``) and at least
+    ``rounds`` rounds: each kind once per round, the rounds in random orders."""
+    done: collections.Counter = collections.Counter()
+    order: list[str] = []
+    while True:
+        wait = rnd.uniform(*every)
+        complete = sum(done.values()) >= rounds * len(kinds)
+        if complete and time.monotonic() + wait + quiet_end > deadline:
+            return done
+        time.sleep(wait)
+        if not order:
+            order = rnd.sample(kinds, len(kinds))
+        kind = order.pop()
+        stack.inject(kind, history, rnd)
+        done[kind] += 1
