@@ -173,3 +173,48 @@ def test_a_missing_file_and_bad_arguments_get_one_line(lincheck, workdir):
     assert missing.stderr == f"lincheck: {workdir / 'nope.jsonl'}: cannot be read (no such file or directory)\n"
     usage = subprocess.run([str(lincheck), "verify"], capture_output=True, text=True)
     assert usage.returncode == 2 and usage.stderr.count("\n") == 1 and "usage: lincheck check" in usage.stderr
+
+
+def _half(process, f, site, call, ret, outcome="ok", result=None, error=""):
+    mine, other = ("xe0", "xw0") if site == "east" else ("xw0", "xe0")
+    remote = "west" if site == "east" else "east"
+    args = {"ns": mine, "network": "n", "peering": f"to-{remote}"}
+    if f == "create_half":
+        args.update(remote_site=remote, remote_ns=other, remote_network="n")
+    r = {"type": "op", "process": process, "f": f, "group": "x0", "site": site, "args": args, "call": call,
+         "return": ret, "outcome": outcome}
+    if result is not None:
+        r["result"] = result
+    if error:
+        r["error"] = error
+    return r
+
+
+BOUND, WITHDRAWN = {"phase": "Bound", "reason": "Bound"}, {"phase": "Pending", "reason": "RemoteWithdrawn"}
+
+
+@pytest.mark.parametrize("east_reads, agree", [(WITHDRAWN, True), (BOUND, False)])
+def test_sites_must_agree_once_healed(lincheck, workdir, east_reads, agree):
+    records = [{"type": "meta", "agree_within_s": 1.0},
+               _half(0, "create_half", "east", 0, S // 10, result=BOUND),
+               _half(1, "create_half", "west", 0, S // 10, result=BOUND),
+               _half(1, "delete_half", "west", S, S + S // 10),
+               {"type": "nemesis", "kind": "cut-wan", "target": "east", "start": S // 2, "end": 2 * S},
+               # 3 s after the last fault healed and the last write: east still says Bound, or has heard.
+               _half(2, "get_half", "east", 5 * S, 5 * S + S // 10, result=east_reads),
+               _half(2, "get_half", "west", 5 * S, 5 * S + S // 10, "fail", error="NOT_FOUND")]
+    verdict = checker.check(lincheck, write(workdir / "h.jsonl", records))
+    sites = verdict.summary["sites"]
+    assert verdict.linearizable is agree and (not sites["disagreements"]) is agree, verdict.summary
+    if not agree:
+        assert "xe0/n/to-west reads Bound 3.0s after healing (the other half is absent)" in \
+            sites["disagreements"][0]
+
+
+def test_a_site_that_forgets_its_own_half_is_flagged(lincheck, workdir):
+    records = [{"type": "meta", "agree_within_s": 1.0},
+               _half(0, "create_half", "east", 0, 10, result=BOUND),
+               _half(0, "get_half", "east", 20, 30, "fail", error="NOT_FOUND")]
+    verdict = checker.check(lincheck, write(workdir / "h.jsonl", records))
+    assert not verdict.linearizable
+    assert verdict.violations[0]["operation"] == "get_half east:xe0/n/to-west => NOT_FOUND"

@@ -104,14 +104,14 @@ def call(client: Client, f: str, a: dict):
     if f == "delete_network":
         client.delete_network(a["ns"], a["network"])
         return None
-    if f == "create_peering":
+    if f in ("create_peering", "create_half"):
         p = client.create_peering(a["ns"], a["network"], a["peering"], a["remote_network"], a["remote_ns"],
                                   remote_site=a.get("remote_site", ""))
         return {"phase": p["phase"], "reason": p["reason"]}
-    if f == "delete_peering":
+    if f in ("delete_peering", "delete_half"):
         client.delete_peering(a["ns"], a["network"], a["peering"])
         return None
-    if f == "get_peering":
+    if f in ("get_peering", "get_half"):
         p = client.get_peering(a["ns"], a["network"], a["peering"])
         return {"phase": p["phase"], "reason": p["reason"]}
     if f == "list_networks":
