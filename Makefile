@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 
 .PHONY: setup demo demo-down demo-sites demo-sites-down walkthrough test test-fast check-proto proto
-.PHONY: schema check-schema clean help bench bench-quick
+.PHONY: schema check-schema clean help bench bench-quick jepsen
 
 setup:                ## install OVN, Open vSwitch and the Python environment
 	bash scripts/setup.sh
@@ -50,3 +50,7 @@ bench: setup          ## benchmarks (< 30 min): results/<timestamp>/ (JSON, Mark
 bench-quick: setup    ## a 2-minute smoke run of the benchmark harness (figures mean nothing)
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m bench --quick $(BENCH_ARGS)
+
+jepsen: setup         ## clients' histories checked for linearizability under faults (32 min): results/jepsen/<timestamp>/
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m tests.linearizability $(JEPSEN_ARGS)

@@ -4,6 +4,7 @@ saying so) and a fresh directory per test, removed afterwards."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Iterator
@@ -23,9 +24,16 @@ def lincheck() -> Path:
 
 
 @pytest.fixture
-def workdir() -> Iterator[Path]:
+def workdir(request) -> Iterator[Path]:
+    """A short temp dir, removed afterwards. With NETPEER_LINEARIZABILITY_KEEP=DIR,
+    the runs it holds (history, lincheck's summary, visualisations) are
+    copied to DIR/<test> first."""
     d = short_tmpdir("npl-")
     try:
         yield d
     finally:
+        keep = os.environ.get("NETPEER_LINEARIZABILITY_KEEP")
+        if keep:
+            for run in d.glob("**/history.jsonl"):
+                shutil.copytree(run.parent, Path(keep) / request.node.name / run.parent.name, dirs_exist_ok=True)
         shutil.rmtree(d, ignore_errors=True)

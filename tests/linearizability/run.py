@@ -84,8 +84,25 @@ def run(stack, directory: Path, settings: Settings, binary: Path, probe_status: 
         history.close()
     seconds = time.monotonic() - started
     final = stack.final(settings.sample, settings.seed)
-    verdict = checker.check(binary, history.path, out=directory / "violations")
+    verdict = checked(binary, history.path, directory)
     return Report(stack.name, history.path, seconds, verdict, injected, final, time.monotonic() - began)
+
+
+def checked(binary: Path, history: Path, directory: Path) -> checker.Verdict:
+    """lincheck's verdict on ``history``, kept in ``directory`` (summary.json,
+    and for each violation Porcupine's page and, with matplotlib, a PNG of the first three)."""
+    verdict = checker.check(binary, history, out=directory / "violations")
+    (directory / "summary.json").write_text(json.dumps(verdict.summary, indent=1) + "\n")
+    try:
+        from tests.linearizability.plot import draw
+    except ImportError:
+        return verdict
+    for i, v in enumerate(verdict.violations[:3]):
+        try:
+            draw(history, verdict.summary, Path(v["visualization"]).with_suffix(".png"), i)
+        except ImportError:   # no matplotlib: the HTML page is there
+            break
+    return verdict
 
 
 def publish(request, name: str, figures: dict) -> None:

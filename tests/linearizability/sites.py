@@ -306,8 +306,7 @@ def run_sites(stack: SitesStack, directory: Path, settings, binary: Path):
     """``tests.linearizability.run.run`` for two sites: the within-site
     groups on each site and the cross-site clients, faults meanwhile; the
     sides' agreement read after; the final checks; the checker's verdict."""
-    from tests.linearizability import checker
-    from tests.linearizability.run import Report
+    from tests.linearizability.run import Report, checked
     from tests.linearizability.stacks import nemesis
     began = time.monotonic()
     check_faults(stack.name, list(settings.faults), stack.FAULTS)
@@ -318,7 +317,7 @@ def run_sites(stack: SitesStack, directory: Path, settings, binary: Path):
                  agree_within_s=AGREE_S)
     local = [Run(history, {site: stack.endpoint(site)}, stack.token(site), slots=2,
                  clients_per_slot=settings.clients_per_slot, calls_per_group=settings.calls_per_group,
-                 seed=settings.seed + i, timeout=settings.timeout, prefix=f"{site[0]}g")
+                 seed=settings.seed + i, timeout=settings.timeout, prefix=f"{site[0]}{settings.prefix}")
              for i, site in enumerate(SITES)]
     cross = CrossSiteRun(stack, history, clients=4, seed=settings.seed, timeout=settings.timeout)
     rnd = random.Random(settings.seed)
@@ -343,5 +342,5 @@ def run_sites(stack: SitesStack, directory: Path, settings, binary: Path):
     finally:
         history.close()
     final = stack.final(settings.sample, settings.seed)
-    verdict = checker.check(binary, history.path, out=directory / "violations")
+    verdict = checked(binary, history.path, directory)
     return Report(stack.name, history.path, seconds, verdict, injected, final, time.monotonic() - began)

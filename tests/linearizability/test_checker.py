@@ -218,3 +218,21 @@ def test_a_site_that_forgets_its_own_half_is_flagged(lincheck, workdir):
     verdict = checker.check(lincheck, write(workdir / "h.jsonl", records))
     assert not verdict.linearizable
     assert verdict.violations[0]["operation"] == "get_half east:xe0/n/to-west => NOT_FOUND"
+
+
+def test_the_tools_refuse_bad_input_in_one_line(workdir):
+    """The picture of a violation needs one; the long run needs faults its stacks can inject."""
+    import sys
+    summary = workdir / "summary.json"
+    summary.write_text(json.dumps({"verdict": "linearizable", "violations": []}))
+    plot = subprocess.run([sys.executable, "-m", "tests.linearizability.plot", str(workdir / "h.jsonl"),
+                           str(summary), str(workdir / "v.png")], capture_output=True, text=True)
+    assert (plot.returncode, plot.stderr) == (2, f"plot: {summary}: names no violation\n")
+    for argv, line in [(["--stacks", "sqlite", "--faults", "sqlite=pause-leader"],
+                        "jepsen: fault 'pause-leader' cannot be injected into the sqlite stack (it can: kill)\n"),
+                       (["--stacks", "mars"], "jepsen: --stacks: 'mars' is not a stack (known: sqlite, replicas, "
+                                              "sites)\n"),
+                       (["--faults", "replicas"], "jepsen: --faults: 'replicas' is not STACK=KIND[,KIND...] for one "
+                                                  "of sqlite, replicas, sites\n")]:
+        run = subprocess.run([sys.executable, "-m", "tests.linearizability", *argv], capture_output=True, text=True)
+        assert (run.returncode, run.stderr) == (2, line), run

@@ -131,7 +131,8 @@ class RecordingClient(Client):
     def _error(self, exc: grpc.RpcError, endpoint: str):
         error = super()._error(exc, endpoint)
         trailer = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
-        error.answered = "x-request-id" in trailer
+        # A deadline is never taken as an answer: the call may have run after it.
+        error.answered = "x-request-id" in trailer and exc.code() == grpc.StatusCode.UNAVAILABLE
         error.not_sent = never_reached(exc)
         return error
 
