@@ -29,7 +29,7 @@ import (
 type SitesReport struct {
 	Pairs             int       `json:"pairs"`
 	ReadsAfterHealing int       `json:"reads_after_healing"`
-	Healed            int64     `json:"healed"`        // the end of the last fault (history time)
+	Healed            int64     `json:"healed"`         // the end of the last fault (history time)
 	AgreeWithin       float64   `json:"agree_within_s"` // the bound checked
 	AgreedAfter       []float64 `json:"agreed_after_s"` // per pair: from healing to the first read of lasting agreement
 	Disagreements     []string  `json:"disagreements"`
