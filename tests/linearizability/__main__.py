@@ -22,6 +22,7 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -66,14 +67,14 @@ def settle_args(args: argparse.Namespace) -> tuple[list[str], dict[str, tuple[st
 
 
 def run_stack(name: str, faults: tuple[str, ...], minutes: float, segment: float, seed: int, out: Path,
-              binary: Path) -> list[dict]:
+              binary: Path, figures: list[dict]) -> None:
     """The stack's share of the run, one history per segment, each on a
-    stack started afresh (so that its state stays the size of a segment's)."""
+    stack started afresh (so that its state stays the size of a segment's);
+    each segment's figures appended to ``figures`` as it ends."""
     from tests.linearizability import run as runs
     from tests.linearizability.sites import SitesStack, run_sites
     from tests.linearizability.stacks import ReplicaStack, SqliteStack
     from tests.support import short_tmpdir
-    figures = []
     deadline = time.monotonic() + minutes * 60
     k = 0
     while time.monotonic() < deadline - 30:
@@ -113,7 +114,6 @@ def run_stack(name: str, faults: tuple[str, ...], minutes: float, segment: float
                     shutil.copyfileobj(src, dst)
                 history.unlink()
         figures.append(f)
-    return figures
 
 
 def say(message: str) -> None:
@@ -157,7 +157,15 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _stop(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM and SIGINT end the run the same way, each stack stopped by pid on the way out
+    # (a run started in the background has SIGINT ignored otherwise).
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     args = parse(sys.argv[1:] if argv is None else argv)
     try:
         stacks, faults = settle_args(args)
@@ -180,16 +188,23 @@ def main(argv: list[str] | None = None) -> int:
     load = round(os.getloadavg()[0], 2)
     share = sum(SHARES[s] for s in stacks)
     runs: list[dict] = []
-    for name in stacks:
-        runs += run_stack(name, faults[name], args.minutes * SHARES[name] / share, args.segment, args.seed, out,
-                          binary)
-    report = {"started": started, "minutes": args.minutes, "seed": args.seed, "load": load,
+    interrupted = False
+    try:
+        for name in stacks:
+            run_stack(name, faults[name], args.minutes * SHARES[name] / share, args.segment, args.seed, out, binary,
+                      runs)
+    except KeyboardInterrupt:
+        interrupted = True
+        say("interrupted: the report holds the histories completed so far")
+    report = {"started": started, "minutes": args.minutes, "seed": args.seed, "load": load, "interrupted": interrupted,
               "took_s": round(time.monotonic() - began, 1), "runs": runs, "totals": totals(runs)}
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "report.md").write_text(markdown(report))
     print(markdown(report))
     say(f"report in {out}")
     t = report["totals"]
+    if interrupted:
+        return 130
     return 0 if not t["anomalies"] and not t["undecided"] and not t["errors"] else 1
 
 

@@ -13,6 +13,7 @@ from netpeer import errors
 from netpeer.api.errors import code_for
 from netpeer.core.models import Caller
 from netpeer.service import Service
+from netpeer.service.batch import PeeringRequest
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
 from tests.linearizability.history import History, now
@@ -41,6 +42,13 @@ def call(service: Service, f: str, a: dict):
     if f == "delete_peering":
         service.delete_peering(ADMIN, a["ns"], a["network"], a["peering"])
         return None
+    if f == "create_peerings":
+        made = service.create_peerings(ADMIN, [PeeringRequest(h["ns"], h["network"], h["peering"], h["remote_network"],
+                                                              h["remote_ns"]) for h in a["halves"]])
+        return {"peerings": [{"name": p.name, "phase": p.phase.value, "reason": p.reason} for p in made]}
+    if f == "unpin_peering":
+        p = service.update_peering(ADMIN, a["ns"], a["network"], a["peering"], remote_uid="")
+        return {"phase": p.phase.value, "reason": p.reason}
     if f == "get_peering":
         p = service.get_peering(ADMIN, a["ns"], a["network"], a["peering"])
         return {"phase": p.phase.value, "reason": p.reason}

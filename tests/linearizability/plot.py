@@ -20,13 +20,17 @@ from pathlib import Path
 def _label(r: dict) -> str:
     a = r.get("args", {})
     where = "/".join(x for x in (a.get("ns"), a.get("network"), a.get("peering")) if x)
+    if r["f"] == "create_peerings":
+        where = "[" + ", ".join(f"{h['ns']}/{h['network']}/{h['peering']}" for h in a["halves"]) + "]"
     if r["f"] in ("create_network", "update_network"):
         where += " " + ",".join(a.get("subnets", []) + a.get("routes", []))
     if r["outcome"] == "info":
         said = "no answer"
     elif r["outcome"] == "fail":
         said = r.get("error", "")
-    elif r["f"] in ("get_peering", "create_peering", "get_half"):
+    elif r["f"] == "create_peerings":
+        said = " ".join(f"{p['phase']}/{p['reason']}" for p in r["result"]["peerings"])
+    elif r["f"] in ("get_peering", "create_peering", "get_half", "unpin_peering"):
         said = f"{r['result']['phase']}/{r['result']['reason']}"
     elif r["f"] == "status":
         said = "leading" if r["result"]["leading"] else "not leading"

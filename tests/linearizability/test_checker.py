@@ -18,7 +18,7 @@ import pytest
 from tests.linearizability import checker
 from tests.linearizability.inprocess import sequential_history
 
-CALLS = 3000
+CALLS = 6000
 
 
 def lines(path: Path) -> list[dict]:
@@ -51,11 +51,18 @@ def test_netpeers_own_answers_are_linearizable_under_the_model(lincheck, sequent
     assert verdict.linearizable, verdict.summary
     s = verdict.summary
     assert s["operations"] == s["checked"] == CALLS
-    # The history went through every phase and reason the model knows.
-    seen = {(r["result"]["phase"], r["result"]["reason"]) for r in lines(sequential)
-            if r["f"] == "get_peering" and r["outcome"] == "ok"}
+    # The history went through every phase and reason the model knows, and every call succeeded and failed.
+    seen = set()
+    for r in lines(sequential):
+        result = r.get("result") or {}
+        halves = result.get("peerings", []) + [p for n in result.get("networks", []) for p in n["peerings"]]
+        seen |= {(p["phase"], p["reason"]) for p in halves + ([result] if "phase" in result else [])}
     assert {("Pending", "AwaitingRemote"), ("Bound", "Bound"), ("Failed", "OverlappingPrefixes"),
             ("Pending", "RemoteWithdrawn"), ("Pending", "RemoteReplaced")} <= seen, seen
+    outcomes = {(r["f"], r["outcome"]) for r in lines(sequential)}
+    for f in ("create_network", "update_network", "delete_network", "create_peering", "create_peerings",
+              "delete_peering", "unpin_peering", "get_peering"):
+        assert {(f, "ok"), (f, "fail")} <= outcomes, f
 
 
 def test_a_wrong_answer_is_flagged_and_the_visualisation_names_it(lincheck, sequential, workdir):
@@ -236,3 +243,40 @@ def test_the_tools_refuse_bad_input_in_one_line(workdir):
                                                   "of sqlite, replicas, sites\n")]:
         run = subprocess.run([sys.executable, "-m", "tests.linearizability", *argv], capture_output=True, text=True)
         assert (run.returncode, run.stderr) == (2, line), run
+
+
+def _batch(process, call, ret, outcome, result=None, error=""):
+    halves = [{"ns": "g-x", "network": "n1", "peering": "to-g-y-n1", "remote_ns": "g-y", "remote_network": "n1"},
+              {"ns": "g-y", "network": "n1", "peering": "to-g-x-n1", "remote_ns": "g-x", "remote_network": "n1"}]
+    r = {"type": "op", "process": process, "f": "create_peerings", "group": "g", "args": {"halves": halves},
+         "call": call, "return": ret, "outcome": outcome}
+    if result is not None:
+        r["result"] = result
+    if error:
+        r["error"] = error
+    return r
+
+
+BOTH = {"peerings": [{"name": "to-g-y-n1", "phase": "Bound", "reason": "Bound"},
+                     {"name": "to-g-x-n1", "phase": "Bound", "reason": "Bound"}]}
+
+
+@pytest.mark.parametrize("batch, first_half_after, linearizable", [
+    (("ok", BOTH, ""), {"phase": "Bound", "reason": "Bound"}, True),
+    # All or nothing: a refused batch leaves no half; an accepted one both.
+    (("fail", None, "NOT_FOUND"), None, True),
+    (("fail", None, "NOT_FOUND"), {"phase": "Pending", "reason": "AwaitingRemote"}, False),
+    (("ok", BOTH, ""), None, False),
+])
+def test_a_batch_of_halves_is_all_or_nothing(lincheck, workdir, batch, first_half_after, linearizable):
+    y = {**_op(0, "create_network", 0, 10, subnets=["10.0.1.0/24"], routes=[], result={**VIEW, "subnets": ["10.0.1.0/24"]}),
+         "args": {"ns": "g-y", "network": "n1", "subnets": ["10.0.1.0/24"], "routes": []}}
+    records = [_op(0, "create_network", 0, 10, subnets=["10.0.0.0/24"], routes=[], result=VIEW)]
+    if batch[2] != "NOT_FOUND":
+        records.append(y)       # without g-y/n1 the second half's network is missing: NOT_FOUND
+    records.append(_batch(1, 20, 30, *batch))
+    read = _op(2, "get_peering", 40, 50, peering="to-g-y-n1")
+    read.update({"outcome": "ok", "result": first_half_after} if first_half_after else
+                {"outcome": "fail", "error": "NOT_FOUND"})
+    verdict = checker.check(lincheck, write(workdir / "h.jsonl", records + [read]))
+    assert verdict.linearizable is linearizable, verdict.summary

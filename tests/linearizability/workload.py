@@ -7,9 +7,10 @@ The key space is cut into groups. A group is two namespaces of its own
 its halves only ever name networks of the group, and its prefixes come from
 a pool whose members overlap on purpose. A few clients share each group
 and call, at random: create and delete networks (a network with a Bound
-peering is refused deletion), create and delete halves from both sides,
-change a network's prefixes (into an overlap too), read a half's phase and
-list a namespace's networks. Nothing a call on one group does reads or
+peering is refused deletion), create and delete halves from both sides
+(also two at once, all or nothing), clear a half's pin on its remote's
+uid, change a network's prefixes (into an overlap too), read a half's phase
+and list a namespace's networks. Nothing a call on one group does reads or
 changes another (names, prefixes and Bound peers stay inside it), which is
 what lets the checker take each group as an independent object
 (tests/linearizability/checker/netmodel.go). Clients move on to a fresh
@@ -47,7 +48,8 @@ POOL: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 MODELLED = {"NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION"}
 
 WEIGHTS = (("create_network", 1.5), ("update_network", 2.0), ("delete_network", 1.0), ("create_peering", 3.0),
-           ("delete_peering", 2.5), ("get_peering", 3.0), ("list_networks", 1.0))
+           ("delete_peering", 2.5), ("get_peering", 3.0), ("list_networks", 1.0), ("create_peerings", 1.0),
+           ("unpin_peering", 0.5))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +85,12 @@ def next_op(rnd: random.Random, group: Group) -> tuple[str, dict]:
         return f, {"ns": ns, "network": net}
     if f == "list_networks":
         return f, {"ns": rnd.choice(group.namespaces)}
+    if f == "create_peerings":
+        # Both halves of a pair at once (as one owner of both sides would), or any two.
+        a, b = rnd.sample(nets, 2)
+        c, d = (b, a) if rnd.random() < 0.7 else rnd.sample(nets, 2)
+        return f, {"halves": [{"ns": x[0], "network": x[1], "peering": peering_name(y), "remote_ns": y[0],
+                               "remote_network": y[1]} for x, y in ((a, b), (c, d))]}
     a, b = rnd.sample(nets, 2)
     args = {"ns": a[0], "network": a[1], "peering": peering_name(b)}
     if f == "create_peering":
@@ -111,6 +119,14 @@ def call(client: Client, f: str, a: dict):
     if f in ("delete_peering", "delete_half"):
         client.delete_peering(a["ns"], a["network"], a["peering"])
         return None
+    if f == "create_peerings":
+        made = client.create_peerings([{"namespace": h["ns"], "network": h["network"], "name": h["peering"],
+                                        "remote_namespace": h["remote_ns"], "remote_network": h["remote_network"]}
+                                       for h in a["halves"]])
+        return {"peerings": [{"name": p["name"], "phase": p["phase"], "reason": p["reason"]} for p in made]}
+    if f == "unpin_peering":
+        p = client.update_peering(a["ns"], a["network"], a["peering"], remote_uid="")
+        return {"phase": p["phase"], "reason": p["reason"]}
     if f in ("get_peering", "get_half"):
         p = client.get_peering(a["ns"], a["network"], a["peering"])
         return {"phase": p["phase"], "reason": p["reason"]}

@@ -155,14 +155,16 @@ func errUnwrapped(err error) error {
 }
 
 var knownOps = map[string][]string{
-	"create_network": {"ns", "network", "subnets"},
-	"update_network": {"ns", "network", "subnets"},
-	"delete_network": {"ns", "network"},
-	"create_peering": {"ns", "network", "peering", "remote_ns", "remote_network"},
-	"delete_peering": {"ns", "network", "peering"},
-	"get_peering":    {"ns", "network", "peering"},
-	"list_networks":  {"ns"},
-	"status":         {},
+	"create_network":  {"ns", "network", "subnets"},
+	"update_network":  {"ns", "network", "subnets"},
+	"delete_network":  {"ns", "network"},
+	"create_peering":  {"ns", "network", "peering", "remote_ns", "remote_network"},
+	"delete_peering":  {"ns", "network", "peering"},
+	"get_peering":     {"ns", "network", "peering"},
+	"list_networks":   {"ns"},
+	"create_peerings": {"halves"},
+	"unpin_peering":   {"ns", "network", "peering"},
+	"status":          {},
 	// across sites: a half of this site towards the other one
 	"create_half": {"ns", "network", "peering", "remote_site", "remote_ns", "remote_network"},
 	"delete_half": {"ns", "network", "peering"},
@@ -217,6 +219,10 @@ func checkOp(path string, r *Record) error {
 			if _, isList := v.([]interface{}); !isList {
 				return badLine(path, r.Line, "%s: args.subnets must be a list", r.F)
 			}
+		} else if field == "halves" {
+			if err := checkHalves(path, r, v); err != nil {
+				return err
+			}
 		} else if s, isString := v.(string); !isString || s == "" {
 			return badLine(path, r.Line, "%s: args.%s must be a non-empty string", r.F, field)
 		}
@@ -263,4 +269,25 @@ func decodeResult(raw json.RawMessage, into interface{}) error {
 		return fmt.Errorf("missing")
 	}
 	return json.Unmarshal(raw, into)
+}
+
+// checkHalves: create_peerings' args.halves is a non-empty list of
+// create_peering's args.
+func checkHalves(path string, r *Record, v interface{}) error {
+	list, isList := v.([]interface{})
+	if !isList || len(list) == 0 {
+		return badLine(path, r.Line, "%s: args.halves must be a non-empty list", r.F)
+	}
+	for i, item := range list {
+		half, isObject := item.(map[string]interface{})
+		if !isObject {
+			return badLine(path, r.Line, "%s: args.halves[%d] is not an object", r.F, i)
+		}
+		for _, field := range knownOps["create_peering"] {
+			if s, isString := half[field].(string); !isString || s == "" {
+				return badLine(path, r.Line, "%s: args.halves[%d].%s must be a non-empty string", r.F, i, field)
+			}
+		}
+	}
+	return nil
 }

@@ -32,6 +32,7 @@ type netInput struct {
 	remote int
 	pid    int
 	ns     string
+	batch  []netInput // create_peerings: its creates, in order
 }
 
 // netOutput is what a call answered: "" code for ok.
@@ -115,6 +116,34 @@ func (w *world) apply(in netInput) (string, netResult) {
 		keys = append(keys, w.failedOf(local)...)
 		keys = append(keys, w.failedOf(remote)...)
 		w.resolve(keys)
+	case "create_peerings":
+		// All or nothing (netpeer.service.batch): the first that fails is the
+		// answer, and the caller's step keeps nothing of this copy.
+		for _, one := range in.batch {
+			if code, _ := w.apply(one); code != "" {
+				return code, res
+			}
+		}
+		res.Peerings = []peeringOut{}
+		for _, one := range in.batch { // read again: a later one may have bound an earlier one
+			p := w.halves[one.slot]
+			res.Peerings = append(res.Peerings, peeringOut{w.u.slotName[one.slot], phaseNames[p.phase],
+				reasonNames[p.reason]})
+		}
+	case "unpin_peering":
+		// UpdatePeering with remote.uid "": the half follows whatever network
+		// carries its remote's name.
+		if !w.halves[in.slot].present {
+			return "NOT_FOUND", res
+		}
+		if p := w.halves[in.slot]; p.pin != 0 {
+			if p.phase == bound {
+				return "FAILED_PRECONDITION", res
+			}
+			w.halves[in.slot].pin = 0
+			w.resolve([]int{in.slot, w.find(p.remote, in.net)})
+		}
+		res.Phase, res.Reason = phaseNames[w.halves[in.slot].phase], reasonNames[w.halves[in.slot].reason]
 	case "get_peering":
 		if !w.halves[in.slot].present {
 			return "NOT_FOUND", res
@@ -175,8 +204,10 @@ func matches(f, code string, want netResult, got netOutput) bool {
 	case "create_network", "update_network":
 		return sameNetwork(networkOut{"", want.Subnets, want.Routes, want.Peerings},
 			networkOut{"", g.Subnets, nonNil(g.Routes), nonNilP(g.Peerings)})
-	case "create_peering", "get_peering":
+	case "create_peering", "get_peering", "unpin_peering":
 		return g.Phase == want.Phase && g.Reason == want.Reason
+	case "create_peerings":
+		return samePeerings(want.Peerings, nonNilP(g.Peerings))
 	case "list_networks":
 		if len(g.Networks) != len(want.Networks) {
 			return false
@@ -244,8 +275,15 @@ func describeNetOp(input, output interface{}) string {
 		call = fmt.Sprintf("%s %s/%s", in.f, a.NS, a.Network)
 	case "create_peering":
 		call = fmt.Sprintf("%s %s/%s/%s -> %s/%s", in.f, a.NS, a.Network, a.Peering, a.RemoteNS, a.RemoteNetwork)
-	case "delete_peering", "get_peering":
+	case "delete_peering", "get_peering", "unpin_peering":
 		call = fmt.Sprintf("%s %s/%s/%s", in.f, a.NS, a.Network, a.Peering)
+	case "create_peerings":
+		var parts []string
+		for _, h := range a.Halves {
+			parts = append(parts, fmt.Sprintf("%s/%s/%s -> %s/%s", h.NS, h.Network, h.Peering, h.RemoteNS,
+				h.RemoteNetwork))
+		}
+		call = fmt.Sprintf("%s [%s]", in.f, strings.Join(parts, ", "))
 	case "list_networks":
 		call = fmt.Sprintf("%s %s", in.f, a.NS)
 	}
@@ -263,8 +301,10 @@ func describeNetOutput(f string, out netOutput) string {
 	switch f {
 	case "create_network", "update_network":
 		return "ok " + describePeerings(r.Peerings)
-	case "create_peering", "get_peering":
+	case "create_peering", "get_peering", "unpin_peering":
 		return fmt.Sprintf("%s/%s", r.Phase, r.Reason)
+	case "create_peerings":
+		return describePeerings(r.Peerings)
 	case "list_networks":
 		var parts []string
 		for _, n := range r.Networks {
@@ -301,6 +341,10 @@ func netOperation(u *universe, r *Record, client int) (netInput, netOutput, erro
 	if r.F == "create_network" || r.F == "update_network" {
 		in.pid, _ = u.prefixID(a.Subnets, a.Routes)
 	}
+	for _, h := range a.Halves {
+		in.batch = append(in.batch, netInput{rec: r, u: u, f: "create_peering", net: u.netIndex[h.NS+"/"+h.Network],
+			slot: u.slotIndex[h.NS+"/"+h.Network+"/"+h.Peering], remote: u.netIndex[h.RemoteNS+"/"+h.RemoteNetwork]})
+	}
 	out := netOutput{}
 	switch {
 	case r.infiniteReturn:
@@ -322,7 +366,7 @@ func netOperation(u *universe, r *Record, client int) (netInput, netOutput, erro
 					"within a site", r.F, p.Phase, p.Reason)
 			}
 		}
-		if r.F == "create_peering" || r.F == "get_peering" {
+		if r.F == "create_peering" || r.F == "get_peering" || r.F == "unpin_peering" {
 			if phaseIndex(out.result.Phase) < 0 || reasonIndex(out.result.Reason) < 0 {
 				return in, out, badLine("", r.Line, "%s: result: phase %q/reason %q is not one netpeer answers "+
 					"within a site", r.F, out.result.Phase, out.result.Reason)

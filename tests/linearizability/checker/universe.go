@@ -95,14 +95,15 @@ func prefixesOverlap(a, b prefixSet) bool {
 }
 
 type netArgs struct {
-	NS            string   `json:"ns"`
-	Network       string   `json:"network"`
-	Peering       string   `json:"peering"`
-	RemoteNS      string   `json:"remote_ns"`
-	RemoteNetwork string   `json:"remote_network"`
-	RemoteSite    string   `json:"remote_site"`
-	Subnets       []string `json:"subnets"`
-	Routes        []string `json:"routes"`
+	NS            string    `json:"ns"`
+	Network       string    `json:"network"`
+	Peering       string    `json:"peering"`
+	RemoteNS      string    `json:"remote_ns"`
+	RemoteNetwork string    `json:"remote_network"`
+	RemoteSite    string    `json:"remote_site"`
+	Subnets       []string  `json:"subnets"`
+	Routes        []string  `json:"routes"`
+	Halves        []netArgs `json:"halves"` // create_peerings: one create_peering's args each
 }
 
 type peeringOut struct {
@@ -137,10 +138,10 @@ func newUniverse(group string, recs []*Record) (*universe, error) {
 	nets := map[string]bool{}
 	slots := map[string]bool{}
 	nss := map[string]bool{}
-	for _, r := range recs {
-		var a netArgs
-		r.args(&a)
-		nss[a.NS] = true
+	note := func(a netArgs) {
+		if a.NS != "" {
+			nss[a.NS] = true
+		}
 		if a.Network != "" {
 			nets[a.NS+"/"+a.Network] = true
 		}
@@ -150,6 +151,14 @@ func newUniverse(group string, recs []*Record) (*universe, error) {
 		}
 		if a.Peering != "" {
 			slots[a.NS+"/"+a.Network+"/"+a.Peering] = true
+		}
+	}
+	for _, r := range recs {
+		var a netArgs
+		r.args(&a)
+		note(a)
+		for _, h := range a.Halves {
+			note(h)
 		}
 		if r.F == "create_network" || r.F == "update_network" {
 			if _, err := u.prefixID(a.Subnets, a.Routes); err != nil {
