@@ -234,8 +234,7 @@ class CrossSiteWorker(Worker):
                 f = self.rnd.choices(("create_half", "delete_half", "get_half"), (2, 1.5, 2))[0]
                 a = half(site, k)
                 args = a if f == "create_half" else {x: a[x] for x in ("ns", "network", "peering")}
-                self.clients = [self.clients_of[site]]
-                self.one(f"x{k}", f, args, site=site)
+                self.one(self.clients_of[site], f"x{k}", f, args, site=site)
                 self.calls += 1
         finally:
             for c in self.clients_of.values():

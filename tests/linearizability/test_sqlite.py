@@ -24,7 +24,7 @@ def test_kill9_while_clients_contend_stays_linearizable(lincheck, workdir, reque
     try:
         stack.start()
         report = runs.run(stack, workdir / "run", runs.Settings(seconds=SECONDS, faults=("kill",), seed=SEED,
-                                                                every=(1.0, 2.5)), lincheck)
+                                                                every=(1.0, 2.5), rounds=2), lincheck)
         stack.logs_clean()
     finally:
         stack.stop()

@@ -144,13 +144,25 @@ class RecordingClient(Client):
     answer is UNAVAILABLE; anything else (a timeout, a connection lost after
     the request went out) leaves it in doubt."""
 
+    failed_at: str | None = None
+
+    def _call(self, method, request):
+        self.failed_at = None
+        return super()._call(method, request)
+
     def _error(self, exc: grpc.RpcError, endpoint: str):
+        self.failed_at = endpoint
         error = super()._error(exc, endpoint)
         trailer = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
         # A deadline is never taken as an answer: the call may have run after it.
         error.answered = "x-request-id" in trailer and exc.code() == grpc.StatusCode.UNAVAILABLE
         error.not_sent = never_reached(exc)
         return error
+
+    @property
+    def last_endpoint(self) -> str:
+        """The endpoint that answered the last call (or failed it last)."""
+        return self.failed_at or self.endpoints[self._current]
 
 
 def outcome_of(exc: errors.NetpeerError) -> tuple[str, str]:
@@ -182,14 +194,14 @@ class Worker(threading.Thread):
             while not self.run_.stop.is_set():
                 group = self.run_.group(self.slot, self.calls // self.run_.calls_per_group)
                 f, args = next_op(self.rnd, group)
-                self.one(group.name, f, args)
+                self.one(self.rnd.choice(self.clients), group.name, f, args)
                 self.calls += 1
         finally:
             for c in self.clients:
                 c.close()
 
-    def one(self, group: str, f: str, args: dict, site: str = "") -> None:
-        client = self.rnd.choice(self.clients)
+    def one(self, client: RecordingClient, group: str, f: str, args: dict, site: str = "") -> None:
+        """One call through ``client``, recorded."""
         start = now()
         result, outcome, code, message = None, "ok", "", ""
         try:
@@ -203,7 +215,7 @@ class Worker(threading.Thread):
                 self.run_.not_sent += 1   # nothing listened: it tells nothing, and is not kept
                 return
         end = now()
-        node = self.run_.node_of(client.endpoints[client._current]) if not site else ""
+        node = self.run_.node_of(client.last_endpoint) if not site else ""
         self.run_.history.op(process=self.process, f=f, group=group, args=args, call=start, ret=end,
                              outcome=outcome, result=result, error=code, message=message, node=node, site=site)
         if outcome == "info":
