@@ -20,7 +20,9 @@ from pathlib import Path
 from bench import report
 from bench.deploy import ROOT, load_average
 
-SECTIONS = ("scale", "bulk", "stores", "pulumi", "tofu", "shapes", "sites")
+SECTIONS = ("scale", "bulk", "stores", "pulumi", "tofu", "shapes", "sites", "linearizability")
+#: Run only when asked (--only): its long form is `make jepsen`.
+OPT_IN = ("linearizability",)
 
 FULL = {
     "sizes": [100, 1000, 10000],
@@ -34,6 +36,7 @@ FULL = {
     "shapes": {"sizes": [1000], "samples": 6, "lflow_pairs": 10},
     "stores": {"networks": 500, "pairs": 1000, "concurrency": 32, "binds": 200},
     "sites": {"ttt_samples": 20, "kills": 10, "bringups": 3},
+    "linearizability": {"minutes": 6, "segment": 2},
 }
 QUICK = {
     "sizes": [30, 60],
@@ -47,6 +50,7 @@ QUICK = {
     "shapes": {"sizes": [30], "samples": 1, "lflow_pairs": 2},
     "stores": {"networks": 40, "pairs": 60, "concurrency": 8, "binds": 10},
     "sites": {"ttt_samples": 2, "kills": 2, "bringups": 1},
+    "linearizability": {"minutes": 3, "segment": 0.5},
 }
 
 
@@ -98,7 +102,7 @@ def main(argv=None) -> int:
         preset["shapes"] = dict(preset["shapes"], sizes=[int(x) for x in args.shapes_sizes.split(",")])
     out = Path(args.out) if args.out else ROOT / "results" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
-    sections = args.only or list(SECTIONS)
+    sections = args.only or [x for x in SECTIONS if x not in OPT_IN]
     data: dict = {"meta": {"quick": args.quick, "preset": preset, "machine": machine(),
                            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_start": load_average()}}
     t_start = time.monotonic()
@@ -153,6 +157,16 @@ def main(argv=None) -> int:
             from bench import sites_bench
             scale.log("cross-site")
             data["sites"] = sites_bench.run(**preset["sites"])
+            save()
+        if "linearizability" in sections:
+            # Concurrent clients' histories under faults, checked by lincheck (tests/linearizability).
+            from tests.linearizability.__main__ import run_all, settle_args, parse
+            from tests.linearizability.checker import find_lincheck
+            scale.log("linearizability")
+            wanted = parse(["--minutes", str(preset["linearizability"]["minutes"])])
+            stacks, faults = settle_args(wanted)
+            data["linearizability"] = run_all(stacks, faults, wanted.minutes, preset["linearizability"]["segment"],
+                                              wanted.seed, out / "linearizability", find_lincheck())
             save()
     finally:
         stop.set()

@@ -334,6 +334,14 @@ def _md_sites(data: dict, s: dict) -> list[str]:
     return ["", *sites_bench.markdown(data["sites"])]
 
 
+def _md_linearizability(data: dict, s: dict) -> list[str]:
+    if "linearizability" not in data:
+        return []
+    from tests.linearizability.__main__ import markdown as lin_markdown
+    body = lin_markdown(data["linearizability"]).splitlines()
+    return ["", "## Linearizability under faults", "", *body[2:]]
+
+
 def _md_sizing(data: dict, s: dict) -> list[str]:
     if not s.get("sizing"):
         return []
@@ -356,7 +364,7 @@ def _md_cli(data: dict, s: dict) -> list[str]:
 
 #: The sections of results.md after the targets, in order.
 SECTIONS = [_md_bind, _md_traffic, _md_northd, _md_memory, _md_sizing, _md_bulk, _md_pulumi, _md_tofu,
-            _md_shapes, _md_sites, _md_cli]
+            _md_shapes, _md_sites, _md_cli, _md_linearizability]
 
 
 # ------------------------------------------------------------------ plots

@@ -77,9 +77,9 @@ def run_stack(name: str, faults: tuple[str, ...], minutes: float, segment: float
     from tests.support import short_tmpdir
     deadline = time.monotonic() + minutes * 60
     k = 0
-    while time.monotonic() < deadline - 30:
+    while k == 0 or time.monotonic() < deadline - 30:   # one history at least, then none shorter than 30 s
         k += 1
-        seconds = min(segment * 60, deadline - time.monotonic())
+        seconds = max(min(segment * 60, deadline - time.monotonic()), 20.0)
         directory = out / f"{name}-{k}"
         directory.mkdir(parents=True, exist_ok=True)
         work = short_tmpdir("npj-")
@@ -181,8 +181,22 @@ def main(argv: list[str] | None = None) -> int:
     except CheckerError as exc:
         print(f"jepsen: {exc}", file=sys.stderr)
         return 2
+    out = args.out or Path("results") / "jepsen" / time.strftime("%Y%m%dT%H%M%S")
+    report = run_all(stacks, faults, args.minutes, args.segment, args.seed, out, binary)
+    print(markdown(report))
+    say(f"report in {out}")
+    t = report["totals"]
+    if report["interrupted"]:
+        return 130
+    return 0 if not t["anomalies"] and not t["undecided"] and not t["errors"] else 1
+
+
+def run_all(stacks: list[str], faults: dict[str, tuple[str, ...]], minutes: float, segment: float, seed: int,
+            out: Path, binary: Path) -> dict:
+    """The whole run (also the ``linearizability`` section of ``python -m
+    bench``); its report, written to ``out`` as report.json and report.md.
+    An interrupt (SIGINT, or SIGTERM through ``main``) ends it early."""
     started = time.strftime("%Y%m%dT%H%M%S")
-    out = args.out or Path("results") / "jepsen" / started
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     load = round(os.getloadavg()[0], 2)
@@ -191,21 +205,15 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = False
     try:
         for name in stacks:
-            run_stack(name, faults[name], args.minutes * SHARES[name] / share, args.segment, args.seed, out, binary,
-                      runs)
+            run_stack(name, faults[name], minutes * SHARES[name] / share, segment, seed, out, binary, runs)
     except KeyboardInterrupt:
         interrupted = True
         say("interrupted: the report holds the histories completed so far")
-    report = {"started": started, "minutes": args.minutes, "seed": args.seed, "load": load, "interrupted": interrupted,
+    report = {"started": started, "minutes": minutes, "seed": seed, "load": load, "interrupted": interrupted,
               "took_s": round(time.monotonic() - began, 1), "runs": runs, "totals": totals(runs)}
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "report.md").write_text(markdown(report))
-    print(markdown(report))
-    say(f"report in {out}")
-    t = report["totals"]
-    if interrupted:
-        return 130
-    return 0 if not t["anomalies"] and not t["undecided"] and not t["errors"] else 1
+    return report
 
 
 if __name__ == "__main__":
