@@ -4,7 +4,7 @@ what must hold of each once the run is over.
 - ``SqliteStack``: one netpeerd on SQLite, OVN with a chassis. Fault:
   ``kill`` (kill -9 netpeerd, start it again).
 - ``ReplicaStack``: two netpeerd replicas on one PostgreSQL, an NB Raft
-  cluster of three. Faults: ``kill-leader``, ``kill-follower`` (kill -9 the
+  cluster of three and a chassis on its SB. Faults: ``kill-leader``, ``kill-follower`` (kill -9 the
   replica that holds the sweeper lease, or the other, and start it again),
   ``pause-leader`` (SIGSTOP the leader for longer than its lease, then
   SIGCONT), ``restart-postgres`` (immediate shutdown, then start),
@@ -143,6 +143,35 @@ class SqliteStack:
         self.daemon.assert_no_internal_errors()
 
 
+class ClusterChassis(OvnDaemons):
+    """A chassis (the Open_vSwitch ovsdb-server, ovs-vswitchd, ovn-controller)
+    on the SB of an NB Raft cluster, which runs none: where the replicas'
+    pings go. Only the chassis daemons are started here, and stopped."""
+
+    CHASSIS = ("ovsdb-server", "ovs-vswitchd", "ovn-controller")
+
+    def __init__(self, state_dir: Path, cluster: NbCluster):
+        super().__init__(state_dir)
+        self.cluster = cluster
+
+    @property
+    def nb_remote(self) -> str:
+        return self.cluster.nb_remote
+
+    @property
+    def sb_remote(self) -> str:
+        return self.cluster.sb_remote
+
+    def start(self, chassis: bool = True, timeout: float = 60.0, progress=None) -> None:
+        deadline = time.monotonic() + timeout
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock():
+            self._start_chassis(deadline, progress or (lambda message: None))
+
+    def running(self, chassis: bool = False) -> bool:
+        return all(s.running for s in self.status() if s.name in self.CHASSIS)
+
+
 class ReplicaStack:
     """Two netpeerd replicas on PostgreSQL and an NB Raft cluster of three."""
 
@@ -156,6 +185,7 @@ class ReplicaStack:
         self.dir = Path(directory)
         self.plant = plant
         self.nb = NbCluster(self.dir / "nb")
+        self.chassis = ClusterChassis(self.dir / "chassis", self.nb)
         self.own_pg = pg is None
         self.pg = pg or PgCluster(self.dir / "pg", port=5432)
         self.url = url
@@ -166,6 +196,7 @@ class ReplicaStack:
 
     def start(self) -> None:
         self.nb.start()
+        self.chassis.start()
         if self.own_pg:
             self.pg.start()
         url = self.url or self.pg.create_database("netpeer")
@@ -247,18 +278,20 @@ class ReplicaStack:
             history.nemesis(kind, f"nb{leader + 1}", start, now(), "kill -9 of the NB Raft leader, restarted "
                             "once another led")
 
-    def final(self, sample: int = 0, seed: int = 0) -> Final:
+    def final(self, sample: int = 3, seed: int = 0) -> Final:
         from netpeer.store.postgres import PostgresStore
+        from tests.linearizability.pings import ping_sample
         _wait_answering(self.daemons)
         store = PostgresStore(self.daemons[0].config.store)
         checker = OvnBackend(self.nb.nb_remote)
         try:
             assert checker.wait_connected(30), "the checker cannot reach OVN NB"
             took = wait_ovn_matches_store(store, checker, timeout=30, content=True)
+            pings = ping_sample(store, self.chassis, self.dir / "instances", sample, seed)
         finally:
             checker.close()
             store.close()
-        return Final(took, {})
+        return Final(took, pings)
 
     def stop(self) -> None:
         try:
@@ -268,7 +301,10 @@ class ReplicaStack:
                 d.stop()
         finally:
             try:
-                self.nb.stop()
+                try:
+                    self.chassis.stop()
+                finally:
+                    self.nb.stop()
             finally:
                 if self.own_pg:
                     self.pg.remove()

@@ -8,8 +8,8 @@ shutdown and restart of PostgreSQL, kill -9 of the NB Raft leader.
 Every client's history is linearizable, and so are the claims of the lease
 (never two replicas leading within one lease: a paused leader that wakes up
 must not go on leading, nor answer from what it knew before). Afterwards OVN
-holds exactly the rows the final state implies. The NB cluster has no
-chassis here: the pings are checked on the SQLite stack and across sites.
+holds exactly the rows the final state implies, and pings between instances
+on a chassis of the cluster's SB agree with the final Bound set on a sample.
 """
 
 from __future__ import annotations
@@ -39,4 +39,5 @@ def test_replica_and_store_faults_stay_linearizable(lincheck, workdir, pg_cluste
     figures = report.figures()
     assert all(figures["faults"].get(kind, 0) >= 1 for kind in ReplicaStack.FAULTS), figures
     assert report.verdict.summary["by_operation"].get("status", 0) > 0
+    assert figures["pings"]["bound_pairs_answered"] >= 1 and figures["pings"]["other_pairs_silent"] >= 1, figures
     runs.publish(request, "replicas_faults", figures)
