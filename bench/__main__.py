@@ -160,7 +160,7 @@ def main(argv=None) -> int:
             save()
         if "linearizability" in sections:
             # Concurrent clients' histories under faults, checked by lincheck (tests/linearizability).
-            from tests.linearizability.__main__ import run_all, settle_args, parse
+            from tests.linearizability.longrun import parse, run_all, settle_args
             from tests.linearizability.checker import find_lincheck
             scale.log("linearizability")
             wanted = parse(["--minutes", str(preset["linearizability"]["minutes"])])

@@ -337,7 +337,7 @@ def _md_sites(data: dict, s: dict) -> list[str]:
 def _md_linearizability(data: dict, s: dict) -> list[str]:
     if "linearizability" not in data:
         return []
-    from tests.linearizability.__main__ import markdown as lin_markdown
+    from tests.linearizability.longrun import markdown as lin_markdown
     body = lin_markdown(data["linearizability"]).splitlines()
     return ["", "## Linearizability under faults", "", *body[2:]]
 
