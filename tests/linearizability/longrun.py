@@ -98,11 +98,9 @@ def run_stack(name: str, faults: tuple[str, ...], minutes: float, segment: float
             stack.logs_clean()
             f = {"history": str(directory / "history.jsonl.gz"), **report.figures()}
             say(f"  {f['verdict']}: {f['operations']} operations, faults {f['faults']}, checker {f['checker_s']} s")
-        except Exception as exc:    # a failed final check is a result too: recorded, and the run goes on
-            f = {"stack": name, "history": str(directory / "history.jsonl.gz"), "verdict": "error", "anomalies": 1,
-                 "error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"[:500]}
-            (directory / "error.txt").write_text(traceback.format_exc())
-            say(f"  {f['error']}")
+        except Exception as exc:    # a segment that cannot go on is a result too: recorded, and the run goes on
+            f = ended_early(name, directory, work, binary, f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
+            say(f"  {f['error']}; the history so far: {f['verdict']}")
         finally:
             try:
                 stack.stop()
@@ -116,12 +114,39 @@ def run_stack(name: str, faults: tuple[str, ...], minutes: float, segment: float
         figures.append(f)
 
 
+def ended_early(name: str, directory: Path, work: Path, binary: Path, error: str) -> dict:
+    """The figures of a segment that could not complete: why (error.txt, and
+    the daemons' logs kept in logs/), and the checker's verdict on the
+    history up to there."""
+    from tests.linearizability import run as runs
+    from tests.linearizability.checker import CheckerError
+    (directory / "error.txt").write_text(traceback.format_exc())
+    for log in work.rglob("*.log"):
+        kept = directory / "logs" / log.relative_to(work)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(log, kept)
+    f = {"stack": name, "history": str(directory / "history.jsonl.gz"), "error": error[:500], "verdict": "unchecked",
+         "anomalies": 0}
+    history = directory / "history.jsonl"
+    if history.exists() and history.stat().st_size:
+        try:
+            s = runs.checked(binary, history, directory).summary
+        except CheckerError as exc:
+            f["error"] += f"; the history could not be checked: {exc}"
+            return f
+        f.update(verdict=s["verdict"], operations=s["operations"], checked=s["checked"], by_outcome=s["by_outcome"],
+                 groups=s["groups"], largest_group=s["largest_group"], in_doubt_writes=s["in_doubt_writes"],
+                 faults=s["nemesis"], anomalies=len(s["violations"]) + len(s["unexpected_errors"]),
+                 undecided=len(s["undecided"]), checker_s=round(s["checker_seconds"], 2), workload_s=0.0, pings={})
+    return f
+
+
 def say(message: str) -> None:
     print(f"jepsen: {message}", file=sys.stderr, flush=True)
 
 
 def totals(runs: list[dict]) -> dict:
-    done = [r for r in runs if r.get("verdict") != "error"]
+    done = [r for r in runs if "operations" in r]
     faults: dict[str, int] = {}
     for r in done:
         for k, v in r["faults"].items():
@@ -133,7 +158,7 @@ def totals(runs: list[dict]) -> dict:
             "in_doubt_writes": sum(r["in_doubt_writes"] for r in done),
             "checker_s": round(sum(r["checker_s"] for r in done), 2),
             "workload_s": round(sum(r["workload_s"] for r in done), 1),
-            "errors": [r["error"] for r in runs if r.get("verdict") == "error"]}
+            "errors": [r["error"] for r in runs if r.get("error")]}
 
 
 def markdown(report: dict) -> str:
@@ -144,16 +169,18 @@ def markdown(report: dict) -> str:
              "| stack | history | verdict | operations checked | in doubt | faults | checker (s) | pings |",
              "|---|---|---|---|---|---|---|---|"]
     for r in report["runs"]:
-        if r.get("verdict") == "error":
-            lines.append(f"| {r['stack']} | {Path(r.get('history', '-')).parent.name} | error: {r['error']} | | | | | |")
+        if "operations" not in r:
+            lines.append(f"| {r['stack']} | {Path(r.get('history', '-')).parent.name} | ended early: {r['error']} "
+                         "| | | | | |")
             continue
         pings = r.get("pings") or {}
-        lines.append(f"| {r['stack']} | {Path(r['history']).parent.name} | {r['verdict']} | {r['checked']:,} | "
+        verdict = r["verdict"] + (f" (ended early: {r['error']})" if r.get("error") else "")
+        lines.append(f"| {r['stack']} | {Path(r['history']).parent.name} | {verdict} | {r['checked']:,} | "
                      f"{r['in_doubt_writes']} | {', '.join(f'{k} {v}' for k, v in sorted(r['faults'].items()))} | "
                      f"{r['checker_s']} | {pings.get('bound_pairs_answered', '-')}/{pings.get('other_pairs_silent', '-')} |")
     lines += ["", f"Totals: {t['histories']} histories, {t['checked']:,} operations checked, faults "
               f"{', '.join(f'{k} {v}' for k, v in sorted(t['faults'].items()))}, {t['anomalies']} anomalies, "
-              f"{t['undecided']} undecided, checker {t['checker_s']} s."]
+              f"{t['undecided']} undecided, {len(t['errors'])} ended early, checker {t['checker_s']} s."]
     return "\n".join(lines) + "\n"
 
 

@@ -227,7 +227,7 @@ class ReplicaStack:
                 pass
         return out
 
-    def _wait_leader(self, timeout: float = 30.0) -> int:
+    def _wait_leader(self, timeout: float = 120.0) -> int:
         deadline = time.monotonic() + timeout
         while True:
             leaders = self._leaders()
@@ -250,7 +250,7 @@ class ReplicaStack:
                 d.proc.send_signal(signal.SIGSTOP)
                 time.sleep(pause)
                 # Longer than the lease is not enough on a loaded machine: until another replica leads.
-                took_over = self._wait_leader(30.0)
+                took_over = self._wait_leader()
                 d.proc.send_signal(signal.SIGCONT)
                 self.paused.discard(victim)
                 history.nemesis(kind, target, start, now(), f"SIGSTOP for {(now() - start) / 1e9:.1f}s (lease "
@@ -271,11 +271,11 @@ class ReplicaStack:
             start = now()
             leader = self.nb.leader()
             if leader is None:
-                leader = self.nb.wait_leader(30)
+                leader = self.nb.wait_leader(120)
             self.nb.member(leader).signal(signal.SIGKILL)
-            self.nb.wait_leader(30, exclude=leader)
+            self.nb.wait_leader(120, exclude=leader)
             self.nb.start_member(leader)
-            history.nemesis(kind, f"nb{leader + 1}", start, now(), "kill -9 of the NB Raft leader, restarted "
+            history.nemesis(kind, f"nb{leader}", start, now(), "kill -9 of the NB Raft leader, restarted "
                             "once another led")
 
     def final(self, sample: int = 3, seed: int = 0) -> Final:
