@@ -155,6 +155,8 @@ class Daemon:
         links = self.service.link_sites(config.site, {link.name: ic_rows.capacity(link.transit_ipv4)
                                                       for link in config.sites},
                                         self.site_transport, interval=config.sweep_interval.total_seconds())
+        links.verify_interval = config.full_sweep_interval.total_seconds()
+        self.site_transport.counter = links.count
         self.site_server = SiteServer(links, config.site_listen, secrets, cert=cert, key=key, ca=ca)
 
     def _settle(self) -> None:

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from netpeer.core.models import Event, EventType, Network, Peering, Phase, Route, Token
+from netpeer.core.sides import Delta, Digest, ItemKey, Sync, ToldHalf, ToldNetwork
 from netpeer.core.validate import TTL_MAX, TTL_MIN, format_duration
 from netpeer.errors import InvalidArgument
 from netpeer.service import NetworkView, ServerStatus
@@ -192,36 +193,53 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
 _PHASE_OF = {v: k for k, v in _PHASES.items()}
 
 
-def site_view_to_pb(view, to_site: str) -> pb.SiteExchange:
-    out = pb.SiteExchange(site=view.site, to_site=to_site)
-    for n, slot in view.networks:
-        item = out.networks.add(namespace=n.namespace, name=n.name, uid=n.uid,
-                                prefixes=[str(x) for x in n.prefixes])
-        if slot is not None:
-            item.attachment = slot
-    for h in view.halves:
-        out.halves.add(namespace=h.namespace, network=h.network, name=h.name, remote_namespace=h.remote_namespace,
-                       remote_network=h.remote_network, network_uid=h.network_uid, remote_uid=h.remote_uid or "",
-                       create_time=ts(h.create_time), phase=_PHASES[h.phase], conflicts=list(h.conflicts),
-                       ready=h.ready)
+def sync_to_pb(msg: Sync) -> pb.SiteSync:
+    d = msg.delta
+    out = pb.SiteSync(site=msg.site, to_site=msg.to_site, ack_stream=msg.ack_stream, ack=msg.ack,
+                      want_full=msg.want_full)
+    delta = out.delta
+    delta.stream, delta.since, delta.head, delta.full = d.stream, d.since, d.head, d.full
+    delta.digest_count, delta.digest_xor = d.digest.count, d.digest.xor.to_bytes(16, "big")
+    for key, item in d.items:
+        if item is None:
+            delta.removed.add(kind=key.kind, namespace=key.namespace, network=key.network, name=key.name)
+        elif isinstance(item, ToldNetwork):
+            n = delta.networks.add(namespace=item.namespace, name=item.name, uid=item.uid,
+                                   prefixes=list(item.prefixes))
+            if item.slot is not None:
+                n.attachment = item.slot
+        else:
+            delta.halves.add(namespace=item.namespace, network=item.network, name=item.name,
+                             remote_namespace=item.remote_namespace, remote_network=item.remote_network,
+                             network_uid=item.network_uid, remote_uid=item.remote_uid,
+                             create_time=ts(item.create_time), phase=_PHASES[item.phase],
+                             conflicts=list(item.conflicts), ready=item.ready)
     return out
 
 
-def site_view_from_pb(msg: pb.SiteExchange):
-    """A ``SiteView`` from the wire, from the teller's perspective: its halves
-    name networks of ``msg.to_site``."""
-    from netpeer.service.sites import SiteView
-    networks = tuple((Network(n.namespace, n.name, n.uid, tuple(n.prefixes)),
-                      n.attachment if n.HasField("attachment") else None) for n in msg.networks)
-    halves = []
-    for h in msg.halves:
+def sync_from_pb(msg: pb.SiteSync) -> Sync:
+    """A ``Sync`` from the wire; its items are checked when taken in
+    (``netpeer.service.sitelog``), only their shape here."""
+    d = msg.delta
+    if len(d.digest_xor) not in (0, 16):
+        raise InvalidArgument.for_field("delta.digest_xor", len(d.digest_xor), "must be 16 bytes")
+    items: list = []
+    for r in d.removed:
+        items.append((ItemKey(r.kind, r.namespace, r.network, r.name), None))
+    for n in d.networks:
+        item = ToldNetwork(n.namespace, n.name, n.uid, tuple(n.prefixes),
+                           n.attachment if n.HasField("attachment") else None)
+        items.append((item.key, item))
+    for h in d.halves:
         if h.phase not in _PHASE_OF:
-            raise InvalidArgument.for_field("halves.phase", h.phase, "is not a phase")
-        halves.append(Peering(h.namespace, h.network, h.name, h.remote_namespace, h.remote_network, h.network_uid,
-                              h.remote_uid or None, phase=_PHASE_OF[h.phase],
-                              create_time=h.create_time.ToDatetime(timezone.utc), conflicts=tuple(h.conflicts),
-                              ready=h.ready, remote_site=msg.to_site))
-    return SiteView(msg.site, networks, tuple(halves))
+            raise InvalidArgument.for_field("delta.halves.phase", h.phase, "is not a phase")
+        item = ToldHalf(h.namespace, h.network, h.name, h.remote_namespace, h.remote_network, h.network_uid,
+                        h.remote_uid, h.create_time.ToDatetime(timezone.utc), _PHASE_OF[h.phase],
+                        tuple(h.conflicts), h.ready)
+        items.append((item.key, item))
+    delta = Delta(d.stream, d.since, d.head, Digest(d.digest_count, int.from_bytes(d.digest_xor or b"", "big")),
+                  tuple(items), d.full)
+    return Sync(msg.site, msg.to_site, delta, msg.ack_stream, msg.ack, msg.want_full)
 
 
 def token_to_pb(t: Token) -> pb.TokenInfo:

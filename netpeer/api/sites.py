@@ -1,4 +1,4 @@
-"""The link between the netpeerds of two sites: ``SiteService.Exchange``.
+"""The link between the netpeerds of two sites: ``SiteService.Sync``.
 
 ``SiteServer`` listens on ``[interconnect] listen`` and serves nothing but
 SiteService (tenants never reach it, site secrets never reach the tenant
@@ -22,13 +22,15 @@ from netpeer import errors
 from netpeer.api import convert
 from netpeer.api.errors import code_for, from_rpc_error
 from netpeer.api.server import check_listen, is_local_address
-from netpeer.service.sites import SiteLinks, SiteView
+from netpeer.core.sides import Sync
+from netpeer.service.sites import SiteLinks
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 
 LOG = logging.getLogger(__name__)
 
-#: An exchange carries a whole side: allow large ones (MAX_HALVES halves).
+#: An exchange carries changes, a few items each; a full copy of a large side
+#: (after a long absence, or a mismatch) carries every item (sitelog.MAX_ITEMS).
 MAX_MESSAGE = 256 * 1024 * 1024
 _OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.max_send_message_length", MAX_MESSAGE)]
 # While a connection backs off, gRPC fails calls at once with the last error; its own backoff grows to 120 s,
@@ -64,11 +66,12 @@ class _Servicer(pb_grpc.SiteServiceServicer):
         if request.to_site != self.links.here:
             raise errors.InvalidArgument.for_field("to_site", request.to_site, f"is not this site ({self.links.here})")
 
-    def Exchange(self, request, context):
+    def Sync(self, request, context):
         try:
             self._authenticate(request, context)
-            answer = self.links.receive(convert.site_view_from_pb(request))
-            return convert.site_view_to_pb(answer, request.site)
+            answer = convert.sync_to_pb(self.links.receive(convert.sync_from_pb(request)))
+            self.links.count(request.site, answer.ByteSize(), request.ByteSize())
+            return answer
         except errors.NetpeerError as exc:
             context.abort(code_for(exc), exc.message)
         except Exception:
@@ -128,13 +131,21 @@ class SiteTransport:
             self._channels.append(channel)
             self._stubs[site] = pb_grpc.SiteServiceStub(channel)
 
-    def __call__(self, site: str, view: SiteView) -> SiteView:
+    #: Told the bytes of each exchange: (site, sent, received).
+    counter = staticmethod(lambda site, sent, received: None)
+
+    def __call__(self, site: str, msg: Sync) -> Sync:
+        request = convert.sync_to_pb(msg)
         try:
-            answer = self._stubs[site].Exchange(convert.site_view_to_pb(view, site), timeout=self.timeout,
-                                                metadata=(("authorization", f"Bearer {self.secrets[site]}"),))
+            answer = self._stubs[site].Sync(request, timeout=self.timeout,
+                                            metadata=(("authorization", f"Bearer {self.secrets[site]}"),))
         except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                raise errors.FailedPrecondition(f"site {site} runs a netpeer without SiteService.Sync: every site "
+                                                "of a region needs the same link protocol; upgrade it") from None
             raise from_rpc_error(exc) from None
-        return convert.site_view_from_pb(answer)
+        self.counter(site, request.ByteSize(), answer.ByteSize())
+        return convert.sync_from_pb(answer)
 
     def close(self) -> None:
         for channel in self._channels:

@@ -91,6 +91,7 @@ class Service:
         many of its networks each link has room for) through ``transport``."""
         self.sites = SiteLinks(self, here, sites, transport, interval, lambda: self.clock())
         self.reconciler.sites = self.sites
+        self.writes.before_commit = self.sites.refresh
         self.writes.on_sites_changed = self.sites.poke
         return self.sites
 

@@ -1,22 +1,28 @@
-"""Consent across sites: what a site tells another, and the links that carry it.
+"""Consent across sites: the links between this site and the others.
 
-Each site keeps its own store; nothing is shared. A site tells each other
-site its *side* (``SiteView``): its halves that name networks of that site,
+Each site keeps its own store; nothing is shared (RFD 119). A site tells
+each other site its *side*: its halves that name networks of that site,
 with what those halves' networks export, their slot on the link between the
 two sites, and for each half whether this site is ready to bind it and the
-conflicts it sees. The other site keeps what it was told (its *mirror*,
-``Transaction.replace_mirror``), and decides its own halves from its data
-and the mirror (``netpeer.core.consent``). So the exchange is symmetric,
-idempotent and stateless: every exchange carries a whole side, in both
-directions (the request carries the caller's, the answer the callee's), and
-whichever site calls, both end up holding the other's latest side.
+conflicts it sees. The other site keeps what it was told (its *mirror*) and
+decides its own halves from its data and the mirror
+(``netpeer.core.consent``).
 
-An exchange runs after every commit that changed what a site would tell
-another (``Transaction.sites_changed``), and every ``interval`` in any case
-(anti-entropy: a lost exchange, a restart on either side). A failed exchange
-marks the site unreachable: new pairs with it stay Pending
-(``RemoteSiteUnreachable``), Bound pairs stay Bound. The transport (gRPC in
-``netpeer.api.sites``) is given; tests can join two services directly.
+What crosses a link is what changed (``netpeer.core.sides``,
+``netpeer.service.sitelog``): each site numbers the changes of what it tells
+each other site, sends those the other has not acknowledged, and with them
+the digest of its whole side, which the receiver compares with its mirror's.
+So an exchange with nothing to say costs the same whatever the number of
+pairs, a bind crosses as a few items, and a lost or garbled change is
+noticed (the digests differ) and repaired by a full copy. A site that was
+away longer than the other keeps removals for also gets a full copy.
+
+Exchanges are symmetric (the call carries the caller's changes, the answer
+the callee's), run after every commit that changed what a site tells
+another, and every ``interval`` in any case. A failed exchange marks the
+site unreachable: new pairs with it stay Pending (``RemoteSiteUnreachable``),
+Bound pairs stay Bound. The transport (gRPC in ``netpeer.api.sites``) is
+given; tests can join two services directly.
 """
 
 from __future__ import annotations
@@ -24,27 +30,26 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from datetime import datetime
 from typing import Callable, Iterable, Mapping
 
-from netpeer.core import consent, validate
+from netpeer.core import consent, sides, validate
 from netpeer.core.models import Network, NetworkKey, Peering, Phase, utcnow
+from netpeer.core.sides import Sync
 from netpeer.errors import InvalidArgument, NetpeerError, PermissionDenied, ResourceExhausted
-from netpeer.service import effects
+from netpeer.service import effects, sitelog
 from netpeer.store.base import Transaction
 
 LOG = logging.getLogger(__name__)
 
-#: Halves one site may tell another at most in one exchange.
-MAX_HALVES = 200_000
-
 
 @dataclasses.dataclass(frozen=True)
 class SiteView:
-    """One site's side, as told to another: ``networks`` (each with its slot
-    on the link between the two, None if not attached) and ``halves``, from
-    the teller's perspective (its own networks have site "", the halves'
-    remote networks are the receiver's)."""
+    """One site's whole side, as told to another: ``networks`` (each with
+    its slot on the link between the two, None if not attached) and
+    ``halves``, from the teller's perspective. What ``sitelog.verify``
+    checks the changes against."""
 
     site: str
     networks: tuple[tuple[Network, int | None], ...] = ()
@@ -61,10 +66,21 @@ class LinkStatus:
     last_error: str = ""
     exchanges: int = 0
     failures: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    resyncs_sent: int = 0         # full copies sent (the other site asked, or was too far behind)
+    resyncs_received: int = 0
+    pending: int = 0              # changes the other site has not acknowledged
+    diverged: bool = False        # a full copy did not match its digest: see the log
+    told: int = 0                 # items this site tells the other
+    mirrored: int = 0             # items this site holds of the other's side
 
 
-#: How a site reaches another: (site, our view) -> its view. Raises on failure.
-Transport = Callable[[str, SiteView], SiteView]
+#: How a site reaches another: (site, our message) -> its answer. Raises on failure.
+Transport = Callable[[str, Sync], Sync]
+
+#: After a full copy that still did not match, ask for another this much later (s).
+DIVERGED_RETRY_S = 600.0
 
 
 class SiteLinks:
@@ -81,10 +97,17 @@ class SiteLinks:
         self.transport = transport
         self.interval = interval
         self.clock = clock
+        #: How often each link's outbox is checked against the whole side (s).
+        self.verify_interval = 3600.0
         self._lock = threading.Lock()
         self._status = {s: LinkStatus(s) for s in sites}
         self._wake = {s: threading.Event() for s in sites}
         self._threads: list[threading.Thread] = []
+        self._acks: dict[str, tuple[str, int]] = {}      # freshest acknowledgement of our side, per site
+        self._send_full: set[str] = set()                # sites that asked for a full copy
+        self._want_full: set[str] = set()                # sites whose side our mirror does not match
+        self._diverged: dict[str, float] = {}            # site -> monotonic time of a full copy that mismatched
+        self._sent: dict[str, int] = {}                  # the head an answer to a site carried
 
     # ------------------------------------------------ consent.Sites
     def reachable(self, site: str) -> bool:
@@ -93,17 +116,40 @@ class SiteLinks:
             return status is not None and status.reachable
 
     def status(self) -> list[LinkStatus]:
+        """Every link's status, with what the store says of its changes."""
         with self._lock:
-            return [self._status[s] for s in sorted(self._status)]
+            out = [self._status[s] for s in sorted(self._status)]
+        if not out:
+            return out
+        with self.service.store.read() as tx:
+            for i, s in enumerate(out):
+                link = tx.get_link(s.site)
+                if link is None:
+                    continue
+                stream, ack = self._acks.get(s.site, (link.peer_stream, link.peer_ack))
+                pending = len(tx.outbox_since(s.site, ack if stream == link.stream else 0, 1_000_000))
+                out[i] = dataclasses.replace(s, pending=pending, told=link.out.count, mirrored=link.mirror.count,
+                                             resyncs_sent=link.resyncs_sent, resyncs_received=link.resyncs_received)
+        return out
 
-    def _record(self, site: str, ok: bool, error: str = "") -> bool:
+    def _record(self, site: str, ok: bool, error: str = "", sent: int = 0, received: int = 0) -> bool:
         """Records an exchange's outcome; whether reachability flipped."""
         with self._lock:
             old = self._status[site]
             self._status[site] = dataclasses.replace(
                 old, reachable=ok, last_ok=self.clock() if ok else old.last_ok, last_error="" if ok else error,
-                exchanges=old.exchanges + 1, failures=old.failures + (0 if ok else 1))
+                exchanges=old.exchanges + 1, failures=old.failures + (0 if ok else 1),
+                bytes_sent=old.bytes_sent + sent, bytes_received=old.bytes_received + received,
+                diverged=site in self._diverged)
             return old.reachable != ok
+
+    def count(self, site: str, sent: int, received: int) -> None:
+        """Bytes that crossed the link with ``site`` (told by the transport)."""
+        with self._lock:
+            old = self._status.get(site)
+            if old is not None:
+                self._status[site] = dataclasses.replace(old, bytes_sent=old.bytes_sent + sent,
+                                                         bytes_received=old.bytes_received + received)
 
     # ------------------------------------------------ checks of the API
     def check_remote_site(self, field: str, site: str) -> str:
@@ -133,7 +179,7 @@ class SiteLinks:
 
     # ------------------------------------------------ what we tell
     def view_for(self, tx: Transaction, site: str) -> SiteView:
-        """This site's side as told to ``site``."""
+        """This site's whole side as told to ``site``, computed from scratch."""
         halves = tx.halves_to_site(site)
         networks: dict[NetworkKey, tuple[Network, int | None]] = {}
         out = []
@@ -146,83 +192,92 @@ class SiteLinks:
             out.append(dataclasses.replace(p, ready=consent.ready(tx, p, self.here)))
         return SiteView(self.here, tuple(networks.values()), tuple(out))
 
-    # ------------------------------------------------ what we are told
-    def _validated(self, view: SiteView) -> tuple[list[tuple[Network, int | None]], list[Peering]]:
-        """``view`` as this site's mirror holds it (sited), checked."""
-        site = view.site
-        if len(view.halves) > MAX_HALVES:
-            raise InvalidArgument.for_field("halves", len(view.halves), f"more than {MAX_HALVES} in one exchange")
-        networks, known = [], {}
-        for n, slot in view.networks:
-            validate.name("networks.namespace", n.namespace)
-            validate.name("networks.name", n.name)
-            validate.uid("networks.uid", n.uid)
-            prefixes = tuple(validate.route_prefix("networks.prefixes", p) for p in n.subnets)
-            if slot is not None and not 0 <= slot < 1 << 24:
-                raise InvalidArgument.for_field("networks.attachment", slot, "is out of range")
-            sited = Network(n.namespace, n.name, n.uid, prefixes, site=site, create_time=n.create_time,
-                            update_time=n.update_time)
-            networks.append((sited, slot))
-            known[(n.namespace, n.name)] = n.uid
-        halves = []
-        for h in view.halves:
-            validate.name("halves.namespace", h.namespace)
-            validate.name("halves.network", h.network)
-            validate.name("halves.name", h.name, peering=True)
-            validate.name("halves.remote_namespace", h.remote_namespace)
-            validate.name("halves.remote_network", h.remote_network)
-            if h.remote_site != self.here:
-                raise InvalidArgument.for_field("halves.remote_site", h.remote_site, f"is not this site ({self.here})")
-            if known.get((h.namespace, h.network)) != h.network_uid:
-                raise InvalidArgument.for_field("halves.network", f"{h.namespace}/{h.network}",
-                                                "is not among the networks of the exchange")
-            if h.remote_uid:
-                validate.uid("halves.remote_uid", h.remote_uid)
-            halves.append(dataclasses.replace(h, site=site, remote_site="", conflicts=tuple(h.conflicts)[:20]))
-        return networks, halves
+    def whole(self, tx: Transaction, site: str) -> dict:
+        """``view_for`` as items (``sitelog.verify``'s reference)."""
+        view = self.view_for(tx, site)
+        return sides.side_items(view.networks, view.halves)
 
-    def _apply(self, tx: Transaction, view: SiteView, flipped: bool) -> set[str]:
-        """Keeps what ``view.site`` told, and re-decides our halves naming its
-        networks if anything changed; the networks to re-program."""
-        site = view.site
-        networks, halves = self._validated(view)
-        old_networks, old_halves = tx.mirror_of(site)
-        before = {n.key: (n.uid, n.subnets, slot) for n, slot in old_networks}
-        after = {n.key: (n.uid, n.subnets, slot) for n, slot in networks}
-        changed_keys = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-        hkey = lambda h: (h.key, h.remote_namespace, h.remote_network, h.network_uid, h.remote_uid or None,  # noqa
-                          h.create_time, h.phase, h.conflicts, h.ready)
-        same_halves = sorted(map(hkey, old_halves)) == sorted(map(hkey, halves))
-        if not changed_keys and same_halves and not flipped:
-            return set()
-        tx.replace_mirror(site, networks, halves)
-        ours = tx.halves_to_site(site)
-        keys = {p.key for p in ours}
+    def refresh(self, tx: Transaction) -> set[str]:
+        """Before a write commits: what this site tells the others, for the
+        networks the write changed. The sites told something new."""
+        return sitelog.refresh(tx, self.here, self.capacity)
+
+    def _message(self, tx: Transaction, site: str) -> Sync:
+        return sitelog.message(tx, self.here, site, self._acks.get(site), full=site in self._send_full,
+                               want_full=self._asks_full(site))
+
+    def _asks_full(self, site: str) -> bool:
+        if site not in self._want_full:
+            return False
+        since = self._diverged.get(site)
+        return since is None or time.monotonic() - since > DIVERGED_RETRY_S
+
+    # ------------------------------------------------ what we are told
+    def _take(self, tx: Transaction, msg: Sync, flipped: bool) -> set[str]:
+        """Takes in ``msg`` (from ``msg.site``); the networks to re-program."""
+        site = msg.site
+        done = sitelog.apply(tx, self.here, msg)
+        self._acks[site] = (done.link.peer_stream, done.link.peer_ack)
+        if msg.want_full:
+            self._send_full.add(site)
+        if done.matches is True:
+            self._want_full.discard(site)
+            self._diverged.pop(site, None)
+        elif done.matches is False:
+            if done.full:
+                if site not in self._diverged:
+                    LOG.error("site %s: its full copy does not match the digest it sent (%s held, %s told); "
+                              "consent across the link goes on with what was told, a full copy is asked for "
+                              "again in %d s", site, done.link.mirror, msg.delta.digest, DIVERGED_RETRY_S)
+                self._diverged[site] = time.monotonic()
+            elif site not in self._want_full:
+                LOG.warning("site %s: what this site holds of its side (%s) does not match its digest (%s): "
+                            "asking for a full copy", site, done.link.mirror, msg.delta.digest)
+            self._want_full.add(site)
+        keys = set(done.keys)
+        if flipped:
+            keys |= {p.key for p in tx.halves_to_site(site)}
         touched: set[str] = set()
-        moved = {p.network_key for p in ours if p.phase == Phase.BOUND and p.remote_key in changed_keys}
-        for p in ours:
-            if p.network_key in moved:
-                touched.add(p.network_uid)   # a Bound peer's prefixes or slot changed: new routes
-        keys |= consent.affected_by(tx, moved)
+        for remote in done.moved:
+            for ours in tx.networks_towards(remote):
+                p = tx.find_peering_to(ours, remote)
+                if p is not None and p.phase == Phase.BOUND:
+                    touched.add(p.network_uid)   # a Bound peer's prefixes or slot changed: new routes
+        keys |= consent.affected_by(tx, done.moved)
         return touched | effects.resolve(tx, keys, self.clock(), self)
 
-    def receive(self, view: SiteView) -> SiteView:
-        """An exchange another site started: keep its side, answer ours (as it
-        is after deciding our halves again)."""
-        if view.site not in self.capacity:
-            raise PermissionDenied(f"site {view.site!r} is not linked to site {self.here}",
-                                   field="site", value=view.site)
-        flipped = self._record(view.site, True)
+    def receive(self, msg: Sync) -> Sync:
+        """An exchange another site started: take in what it told, answer
+        what it has not seen of ours."""
+        site = msg.site
+        if site not in self.capacity:
+            raise PermissionDenied(f"site: {site!r} is not linked to site {self.here} (no [sites.{site}] in its "
+                                   "configuration): the link must be configured on both sides", field="site",
+                                   value=site)
+        flipped = self._record(site, True)
+        with self.service.store.read() as tx:
+            if not flipped and not sitelog.news(sitelog.link_of(tx, site), msg) and not msg.want_full:
+                self._acks[site] = (msg.ack_stream, msg.ack)
+                return self._answered(site, self._message(tx, site))
 
         def op(tx: Transaction):
-            touched = self._apply(tx, view, flipped)
-            return self.view_for(tx, view.site), touched
-        return self.service.writes.run(op)
+            touched = self._take(tx, msg, flipped)
+            changed = self.refresh(tx) - {site}
+            if changed:
+                self.poke(changed)
+            return self._message(tx, site), touched
+        return self._answered(site, self.service.writes.run(op))
+
+    def _answered(self, site: str, answer: Sync) -> Sync:
+        if answer.delta.full:
+            self._send_full.discard(site)
+        self._sent[site] = answer.delta.head
+        return answer
 
     def exchange(self, site: str) -> bool:
         """One exchange with ``site`` started here; whether it succeeded."""
         with self.service.store.read() as tx:
-            mine = self.view_for(tx, site)
+            mine = self._message(tx, site)
         try:
             if self.transport is None:
                 raise ConnectionError("no transport")
@@ -235,10 +290,19 @@ class SiteLinks:
                 LOG.warning("site %s does not answer: %s", site, message.splitlines()[0][:300])
                 self._reresolve(site)
             return False
+        if mine.delta.full:
+            self._send_full.discard(site)
         flipped = self._record(site, True)
         if flipped:
             LOG.info("site %s answers", site)
-        self.service.writes.run(lambda tx: (None, self._apply(tx, theirs, flipped)))
+        with self.service.store.read() as tx:
+            news = flipped or sitelog.news(sitelog.link_of(tx, site), theirs) or theirs.want_full
+        if news:
+            self.service.writes.run(lambda tx: (None, self._take(tx, theirs, flipped)))
+        else:
+            self._acks[site] = (theirs.ack_stream, theirs.ack)
+        if site in self._send_full or self._asks_full(site):
+            self.poke([site])   # at once, not in an interval
         return True
 
     def _reresolve(self, site: str) -> None:
@@ -251,6 +315,20 @@ class SiteLinks:
         except NetpeerError as exc:
             LOG.warning("could not mark peerings with site %s: %s", site, exc.message)
 
+    def verify(self) -> int:
+        """Checks what every link's outbox says against the whole side, and
+        mends it (``sitelog.verify``); the items mended."""
+        def op(tx: Transaction):
+            mended = {site: sitelog.verify(tx, self.here, site, self.whole) for site in sorted(self.capacity)}
+            return mended, set()
+        mended = self.service.writes.run(op)
+        for site, n in mended.items():
+            if n:
+                LOG.warning("site %s: %d item(s) of what this site tells it differed from its side computed "
+                            "from scratch; mended", site, n)
+                self.poke([site])
+        return sum(mended.values())
+
     # ------------------------------------------------ the loops
     def poke(self, sites: Iterable[str]) -> None:
         """Exchange with these sites soon (after a commit that changed our side)."""
@@ -260,15 +338,19 @@ class SiteLinks:
                 event.set()
 
     def start(self, stop: threading.Event) -> None:
-        """Forgets what sites no longer linked told, then starts a thread per link."""
+        """Forgets what sites no longer linked told, checks every link's
+        outbox against its side (a store from before changes were told
+        item by item gets its outbox here), then starts a thread per link."""
         def forget(tx: Transaction):
             touched: set[str] = set()
-            for site in tx.mirrored_sites():
+            for site in sorted(set(tx.mirrored_sites()) | {link.site for link in tx.links()}):
                 if site not in self.capacity:
                     LOG.warning("site %s is no longer linked: forgetting what it told", site)
                     tx.forget_site(site)
                     keys = [p.key for p in tx.halves_to_site(site)]
                     touched |= effects.resolve(tx, keys, self.clock(), self)
+            for site in sorted(self.capacity):
+                sitelog.verify(tx, self.here, site, self.whole)
             return None, touched
         try:
             self.service.writes.run(forget)
@@ -285,13 +367,18 @@ class SiteLinks:
 
     def _run(self, site: str, stop: threading.Event) -> None:
         """Exchanges with ``site`` at once, on every poke, and every
-        ``interval``; after a failure, retries sooner (from 0.2 s, doubling)."""
+        ``interval``; after a failure, retries sooner (from 0.2 s, doubling).
+        Checks the link's outbox against its side every ``verify_interval``."""
         wake = self._wake[site]
         backoff = 0.2
+        verified = time.monotonic()
         while not stop.is_set():
             wake.clear()
             try:
                 ok = self.exchange(site)
+                if time.monotonic() - verified > self.verify_interval:
+                    verified = time.monotonic()
+                    self.verify()
             except Exception as exc:   # a bug must not end the link
                 LOG.error("exchange with site %s failed: %s", site, exc)
                 ok = False

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Collection, Iterator
 
 from netpeer.core.models import Event, Network, NetworkKey, Peering, PeeringKey, Token
+from netpeer.core.sides import ItemKey, LinkState
 
 
 class Transaction(abc.ABC):
@@ -67,8 +68,6 @@ class Transaction(abc.ABC):
     def mirror_of(self, site: str) -> tuple[list[tuple[Network, int | None]], list[Peering]]:
         """What ``site`` last told: its networks (with attachment slots) and halves."""
     @abc.abstractmethod
-    def replace_mirror(self, site: str, networks, halves) -> None: ...
-    @abc.abstractmethod
     def mirrored_sites(self) -> list[str]: ...
     @abc.abstractmethod
     def remote_attachment(self, site: str, uid: str) -> int | None: ...
@@ -81,6 +80,43 @@ class Transaction(abc.ABC):
         """Attaches a network to the link with ``site``; its slot (idempotent)."""
     @abc.abstractmethod
     def release_attachment(self, network_uid: str, site: str) -> None: ...
+    @abc.abstractmethod
+    def halves_of_to_site(self, network: NetworkKey, site: str) -> list[Peering]:
+        """The halves of this site's ``network`` naming a network of ``site``."""
+    @abc.abstractmethod
+    def sites_of(self, network: NetworkKey) -> set[str]:
+        """The sites ``network``'s halves name, and those told something of it."""
+    @abc.abstractmethod
+    def networks_towards(self, remote: NetworkKey) -> set[NetworkKey]:
+        """This site's networks with a half naming ``remote`` (of another site)."""
+
+    # what this site tells the others, item by item (netpeer.service.sitelog)
+    @abc.abstractmethod
+    def outbox_of(self, site: str, network: NetworkKey) -> dict[ItemKey, tuple[str | None, int, int]]: ...
+    @abc.abstractmethod
+    def outbox_put(self, site: str, key: ItemKey, value: str | None, h: int, seq: int) -> None: ...
+    @abc.abstractmethod
+    def outbox_since(self, site: str, since: int, limit: int) -> list[tuple[ItemKey, str | None, int]]: ...
+    @abc.abstractmethod
+    def outbox_live(self, site: str) -> list[tuple[ItemKey, str]]: ...
+    @abc.abstractmethod
+    def outbox_tombstones(self, site: str) -> list[int]: ...
+    @abc.abstractmethod
+    def outbox_prune(self, site: str, upto: int) -> int: ...
+    @abc.abstractmethod
+    def get_link(self, site: str) -> LinkState | None: ...
+    @abc.abstractmethod
+    def put_link(self, link: LinkState) -> None: ...
+    @abc.abstractmethod
+    def links(self) -> list[LinkState]: ...
+    @abc.abstractmethod
+    def mirror_hash(self, site: str, key: ItemKey) -> int | None: ...
+    @abc.abstractmethod
+    def mirror_put(self, site: str, item, h: int) -> None: ...
+    @abc.abstractmethod
+    def mirror_remove(self, site: str, key: ItemKey) -> None: ...
+    @abc.abstractmethod
+    def mirror_clear(self, site: str) -> None: ...
 
     @abc.abstractmethod
     def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, sites: Collection[str] | None = None,

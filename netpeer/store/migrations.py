@@ -44,6 +44,26 @@ _SITE_TABLES = (
         PRIMARY KEY (network_uid, site), UNIQUE (site, idx))""",
 )
 
+# Cross-site changes instead of whole sides (docs/cross-site.md, "How consent
+# crosses sites"): what this site tells each other one, item by item with a
+# sequence number (removals kept as tombstones until acknowledged), each
+# link's numbering and digests, and the hash of every mirrored item.
+_SITE_LOG = (
+    """CREATE TABLE IF NOT EXISTS site_outbox (
+        site TEXT NOT NULL, namespace TEXT NOT NULL, network TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+        value TEXT, hash TEXT NOT NULL, seq BIGINT NOT NULL,
+        PRIMARY KEY (site, namespace, network, kind, name))""",
+    "CREATE INDEX IF NOT EXISTS site_outbox_by_seq ON site_outbox (site, seq)",
+    """CREATE TABLE IF NOT EXISTS site_links (
+        site TEXT PRIMARY KEY, stream TEXT NOT NULL, head BIGINT NOT NULL, horizon BIGINT NOT NULL,
+        out_count BIGINT NOT NULL, out_xor TEXT NOT NULL, peer_stream TEXT NOT NULL, peer_ack BIGINT NOT NULL,
+        in_stream TEXT NOT NULL, in_seq BIGINT NOT NULL, mirror_count BIGINT NOT NULL, mirror_xor TEXT NOT NULL,
+        resyncs_sent BIGINT NOT NULL, resyncs_received BIGINT NOT NULL,
+        reachable INTEGER NOT NULL, last_ok BIGINT, last_error TEXT NOT NULL)""",
+    "ALTER TABLE remote_networks ADD COLUMN hash TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE remote_halves ADD COLUMN hash TEXT NOT NULL DEFAULT ''",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "networks, peerings, tokens", sqlite=(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -168,6 +188,8 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX peerings_by_site ON peerings (remote_site) WHERE remote_site != ''",
         *_SITE_TABLES,
     )),
+    Migration(7, "sites: changes told item by item; each link's numbering and digests", sqlite=_SITE_LOG,
+              postgresql=_SITE_LOG),
 )
 
 LATEST = MIGRATIONS[-1].version

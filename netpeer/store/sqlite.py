@@ -222,6 +222,12 @@ def _peering(row) -> Peering:
         remote_site=row[18] if len(row) > 18 else "", conflicts=tuple(json.loads(row[19])) if len(row) > 19 else ())
 
 
+def _told(p: Peering) -> tuple:
+    """The fields of a half that another site is told (``netpeer.core.sides.ToldHalf``)."""
+    return (p.remote_site, p.remote_namespace, p.remote_network, p.network_uid, p.remote_uid, p.create_time,
+            p.phase, p.conflicts)
+
+
 def _peering_values(p: Peering) -> tuple:
     expires = p.expires_at
     return (p.namespace, p.network, p.name, p.remote_namespace, p.remote_network, p.network_uid,
@@ -249,7 +255,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def __init__(self, db: sqlite3.Connection):
         self._db = db
-        self.sites_changed: set[str] = set()
+        self.networks_changed: set[NetworkKey] = set()
         self._forget()
 
     def _forget(self) -> None:
@@ -327,17 +333,19 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         return [_network(r) for r in self._q(sql, args)]
 
     def put_network(self, n: Network) -> None:
-        existed = self._one("SELECT 1 FROM networks WHERE namespace=? AND name=?", (n.namespace, n.name))
+        old = self.get_network(n.key)
+        existed = old is not None
         values = _network_values(n)
         self._q(self._PUT_NETWORK, values)
         self._networks[n.key] = _network(values)  # as a read returns it (times to the microsecond)
-        if existed:
-            self._mark_sites_of(n.key)
+        if old is None or (old.uid, old.subnets, old.routes) != (n.uid, n.subnets, n.routes):
+            self.networks_changed.add(n.key)   # what other sites are told of it may change
         self._event(n.namespace, n.name, "network", n.name, EventType.UPDATED if existed else EventType.CREATED,
                     values)
 
     def delete_network(self, key: NetworkKey) -> None:
         self._forget()
+        self.networks_changed.add(key)
         if self._q("DELETE FROM networks WHERE namespace=? AND name=?",
                    (key.namespace, key.name)).rowcount:
             self._event(key.namespace, key.name, "network", key.name, EventType.DELETED, None)
@@ -390,6 +398,11 @@ class _SqliteTx(SiteMirrorSql, Transaction):
             f"SELECT {_PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? AND remote_site=? "
             "ORDER BY namespace, network, name", (network.namespace, network.name, network.site))]
 
+    def halves_of_to_site(self, network: NetworkKey, site: str) -> list[Peering]:
+        return [_peering(r) for r in self._q(
+            f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND remote_site=? ORDER BY name",
+            (network.namespace, network.name, site))]
+
     def halves_to_site(self, site: str) -> list[Peering]:
         return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE remote_site=? ORDER BY namespace, network, name", (site,))]
@@ -397,8 +410,8 @@ class _SqliteTx(SiteMirrorSql, Transaction):
     def put_peering(self, p: Peering) -> None:
         old = self.get_peering(p.key)
         values = _peering_values(p)
-        if p.remote_site:
-            self.sites_changed.add(p.remote_site)
+        if old is None or _told(old) != _told(p):
+            self.networks_changed.add(p.network_key)   # what other sites are told of it may change
         self._q(self._PUT_PEERING, values)
         self._keep_peering(p.key, _peering(values))  # as a read returns it (times to the microsecond)
         if old is None:
@@ -413,10 +426,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def delete_peering(self, key: PeeringKey) -> None:
         self._keep_peering(key, None)
-        row = self._one("SELECT remote_site FROM peerings WHERE namespace=? AND network=? AND name=?",
-                        (key.namespace, key.network, key.name))
-        if row and row[0]:
-            self.sites_changed.add(row[0])
+        self.networks_changed.add(key.network_key)
         if self._q("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
                    (key.namespace, key.network, key.name)).rowcount:
             self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)

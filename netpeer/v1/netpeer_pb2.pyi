@@ -435,17 +435,55 @@ class SiteLinkStatus(_message.Message):
     failures: int
     def __init__(self, site: _Optional[str] = ..., reachable: _Optional[bool] = ..., last_ok_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., exchanges: _Optional[int] = ..., failures: _Optional[int] = ...) -> None: ...
 
-class SiteExchange(_message.Message):
-    __slots__ = ("site", "to_site", "networks", "halves")
+class SiteSync(_message.Message):
+    __slots__ = ("site", "to_site", "delta", "ack_stream", "ack", "want_full")
     SITE_FIELD_NUMBER: _ClassVar[int]
     TO_SITE_FIELD_NUMBER: _ClassVar[int]
-    NETWORKS_FIELD_NUMBER: _ClassVar[int]
-    HALVES_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    ACK_STREAM_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    WANT_FULL_FIELD_NUMBER: _ClassVar[int]
     site: str
     to_site: str
+    delta: SiteDelta
+    ack_stream: str
+    ack: int
+    want_full: bool
+    def __init__(self, site: _Optional[str] = ..., to_site: _Optional[str] = ..., delta: _Optional[_Union[SiteDelta, _Mapping]] = ..., ack_stream: _Optional[str] = ..., ack: _Optional[int] = ..., want_full: _Optional[bool] = ...) -> None: ...
+
+class SiteDelta(_message.Message):
+    __slots__ = ("stream", "since", "head", "full", "digest_count", "digest_xor", "networks", "halves", "removed")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    HEAD_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_COUNT_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_XOR_FIELD_NUMBER: _ClassVar[int]
+    NETWORKS_FIELD_NUMBER: _ClassVar[int]
+    HALVES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    since: int
+    head: int
+    full: bool
+    digest_count: int
+    digest_xor: bytes
     networks: _containers.RepeatedCompositeFieldContainer[SiteNetwork]
     halves: _containers.RepeatedCompositeFieldContainer[SiteHalf]
-    def __init__(self, site: _Optional[str] = ..., to_site: _Optional[str] = ..., networks: _Optional[_Iterable[_Union[SiteNetwork, _Mapping]]] = ..., halves: _Optional[_Iterable[_Union[SiteHalf, _Mapping]]] = ...) -> None: ...
+    removed: _containers.RepeatedCompositeFieldContainer[SiteItemRef]
+    def __init__(self, stream: _Optional[str] = ..., since: _Optional[int] = ..., head: _Optional[int] = ..., full: _Optional[bool] = ..., digest_count: _Optional[int] = ..., digest_xor: _Optional[bytes] = ..., networks: _Optional[_Iterable[_Union[SiteNetwork, _Mapping]]] = ..., halves: _Optional[_Iterable[_Union[SiteHalf, _Mapping]]] = ..., removed: _Optional[_Iterable[_Union[SiteItemRef, _Mapping]]] = ...) -> None: ...
+
+class SiteItemRef(_message.Message):
+    __slots__ = ("kind", "namespace", "network", "name")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    namespace: str
+    network: str
+    name: str
+    def __init__(self, kind: _Optional[str] = ..., namespace: _Optional[str] = ..., network: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class SiteNetwork(_message.Message):
     __slots__ = ("namespace", "name", "uid", "prefixes", "attachment")

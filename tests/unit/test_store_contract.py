@@ -14,6 +14,7 @@ import pytest
 
 from netpeer import errors
 from netpeer.core.dataplane import WAITS_FOR_DATAPLANE
+from netpeer.core import sides
 from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Token
 from netpeer.store import migrations
 from netpeer.store.base import open_store
@@ -123,17 +124,19 @@ def test_networks_and_peerings_read_back_as_written(store):
         assert kinds == [("network", "na", "Created"), ("peering", "p", "Created"), ("peering", "p", "Deleted")]
 
 
-def test_halves_naming_another_site_are_their_own_and_mark_that_site(store):
+def test_halves_naming_another_site_are_their_own_and_mark_their_network(store):
     a, b = net("a", "na", 1), net("b", "nb", 2)
     here = half(a, b, "here")
     there = dataclasses.replace(half(a, b, "there"), remote_site="west", conflicts=("10.1.0.0/24",))
     with store.write() as tx:
         tx.put_network(a)
         tx.put_network(b)
+        tx.networks_changed.clear()
         tx.put_peering(here)
-        assert tx.sites_changed == set()
         tx.put_peering(there)   # same remote namespace and name, another site: allowed
-        assert tx.sites_changed == {"west"}
+        assert tx.networks_changed == {a.key}
+        assert tx.halves_of_to_site(a.key, "west") == [there] and tx.halves_of_to_site(b.key, "west") == []
+        assert tx.sites_of(a.key) == {"west"} and tx.networks_towards(NetworkKey("b", "nb", "west")) == {a.key}
     with store.read() as tx:
         assert tx.find_peering_to(a.key, NetworkKey("b", "nb")).name == "here"
         assert tx.find_peering_to(a.key, NetworkKey("b", "nb", "west")) == there
@@ -143,11 +146,15 @@ def test_halves_naming_another_site_are_their_own_and_mark_that_site(store):
         assert tx.peering_sites() == ["west"]
         assert tx.has_peering_to_site(a.key, "west") and not tx.has_peering_to_site(b.key, "west")
     with store.write() as tx:
+        # What another site is told of a network or half changes: marked; anything else is not.
         tx.put_network(dataclasses.replace(a, description="changed", revision=2))
-        assert tx.sites_changed == {"west"}
+        tx.put_peering(dataclasses.replace(there, description="changed", revision=2))
+        assert tx.networks_changed == set()
+        tx.put_network(dataclasses.replace(a, subnets=("10.7.0.0/24",), revision=3))
+        assert tx.networks_changed == {a.key}
     with store.write() as tx:
         tx.delete_peering(there.key)
-        assert tx.sites_changed == {"west"}
+        assert tx.networks_changed == {a.key}
 
 
 def test_marks_for_the_dataplane_reach_the_pairs_of_their_sites_and_never_go_back(store):
@@ -173,14 +180,18 @@ def test_marks_for_the_dataplane_reach_the_pairs_of_their_sites_and_never_go_bac
         assert tx.awaiting_dataplane() == set()
 
 
-def test_the_mirror_of_another_site_replaces_and_reads_back(store):
+def test_the_mirror_of_another_site_holds_what_it_told_item_by_item(store):
     a = net("a", "na", 1)
     theirs = dataclasses.replace(net("x", "nx", 9), site="west", subnets=("10.9.0.0/24", "10.99.0.0/16"))
     mirrored = dataclasses.replace(half(theirs, a, "to-a"), site="west", remote_uid=a.uid, conflicts=("c",),
                                    ready=True, reason="AwaitingRemote", ttl=timedelta(0))
+    told_n, told_h = sides.told_network(theirs, 3), sides.told_half(mirrored)
     with store.write() as tx:
         tx.put_network(a)
-        tx.replace_mirror("west", [(theirs, 3)], [mirrored])
+        tx.mirror_put("west", told_n, 7)
+        tx.mirror_put("west", told_h, 1 << 100)
+        assert tx.mirror_hash("west", told_n.key) == 7 and tx.mirror_hash("west", told_h.key) == 1 << 100
+        assert tx.mirror_hash("east", told_n.key) is None
     with store.read() as tx:
         got = tx.get_network(NetworkKey("x", "nx", "west"))
         assert (got.uid, got.subnets, got.site) == (theirs.uid, theirs.subnets, "west")
@@ -199,24 +210,55 @@ def test_the_mirror_of_another_site_replaces_and_reads_back(store):
         assert [(n.uid, slot) for n, slot in networks] == [(theirs.uid, 3)] and halves == [h]
         assert tx.mirrored_sites() == ["west"]
     with store.write() as tx:
+        tx.mirror_remove("west", told_h.key)
+        assert tx.mirror_of("west")[1] == [] and tx.mirror_hash("west", told_h.key) is None
         tx.forget_site("west")
     with store.read() as tx:
         assert tx.mirror_of("west") == ([], []) and tx.mirrored_sites() == []
 
 
-def test_attachments_take_the_lowest_free_slot_and_mark_the_site(store):
+def test_the_outbox_numbers_changes_keeps_removals_until_pruned_and_the_link_reads_back(store):
+    k1, k2 = sides.ItemKey("n", "a", "na", ""), sides.ItemKey("h", "a", "na", "p")
     with store.write() as tx:
+        tx.outbox_put("west", k1, "[1]", 5, 1)
+        tx.outbox_put("west", k2, "[2]", 1 << 127, 2)
+        tx.outbox_put("west", k1, None, 0, 3)          # removed: a tombstone
+        tx.outbox_put("east", k1, "[9]", 9, 1)
+        link = sides.LinkState("west", "s1", head=3, out=sides.Digest(1, 1 << 127), peer_stream="p", peer_ack=2,
+                               in_stream="t", in_seq=7, mirror=sides.Digest(2, 3), resyncs_sent=1, reachable=True,
+                               last_ok=datetime(2026, 1, 1, tzinfo=timezone.utc), last_error="")
+        tx.put_link(link)
+    with store.read() as tx:
+        assert tx.outbox_of("west", NetworkKey("a", "na")) == {k1: (None, 0, 3), k2: ("[2]", 1 << 127, 2)}
+        assert tx.outbox_since("west", 1, 10) == [(k2, "[2]", 2), (k1, None, 3)]
+        assert tx.outbox_since("west", 0, 1) == [(k2, "[2]", 2)]
+        assert tx.outbox_live("west") == [(k2, "[2]")]
+        assert tx.outbox_tombstones("west") == [3]
+        assert tx.get_link("west") == link and tx.get_link("north") is None
+        assert [x.site for x in tx.links()] == ["west"]
+    with store.write() as tx:
+        assert tx.outbox_prune("west", 2) == 0 and tx.outbox_prune("west", 3) == 1
+        tx.forget_site("west")
+    with store.read() as tx:
+        assert tx.outbox_live("west") == [] and tx.get_link("west") is None and tx.outbox_live("east") != []
+
+
+def test_attachments_take_the_lowest_free_slot_and_mark_the_network(store):
+    n1 = dataclasses.replace(net("a", "n1", 1), uid="u1")
+    with store.write() as tx:
+        tx.put_network(n1)
+        tx.networks_changed.clear()
         assert [tx.attach(u, "west") for u in ("u1", "u2", "u3")] == [0, 1, 2]
         assert tx.attach("u2", "west") == 1          # idempotent
         assert tx.attach("u1", "east") == 0
-        assert tx.sites_changed == {"west", "east"}
+        assert tx.networks_changed == {n1.key}       # (u2, u3: no such network here)
     with store.write() as tx:
-        tx.release_attachment("u2", "west")
-        assert tx.sites_changed == {"west"}
-        assert tx.attach("u4", "west") == 1
+        tx.release_attachment("u1", "west")
+        assert tx.networks_changed == {n1.key}
+        assert tx.attach("u4", "west") == 0
     with store.read() as tx:
-        assert tx.attachments_of("u1") == {"east": 0, "west": 0}
-        assert tx.attachment("u4", "west") == 1 and tx.attachment("u2", "west") is None
+        assert tx.attachments_of("u1") == {"east": 0}
+        assert tx.attachment("u4", "west") == 0 and tx.attachment("u1", "west") is None
 
 
 def test_revisions_grow_and_survive_pruning(store):
