@@ -338,9 +338,17 @@ class SiteLinks:
                 event.set()
 
     def start(self, stop: threading.Event) -> None:
-        """Forgets what sites no longer linked told, checks every link's
-        outbox against its side (a store from before changes were told
-        item by item gets its outbox here), then starts a thread per link."""
+        """``prepare``, then a thread per link."""
+        self.prepare()
+        for site in sorted(self._wake):
+            t = threading.Thread(target=self._run, args=(site, stop), name=f"site-{site}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def prepare(self) -> None:
+        """At start: forgets what sites no longer linked told, and checks
+        every link's outbox against its side (a store from before changes
+        were told item by item gets its outbox here)."""
         def forget(tx: Transaction):
             touched: set[str] = set()
             for site in sorted(set(tx.mirrored_sites()) | {link.site for link in tx.links()}):
@@ -356,10 +364,6 @@ class SiteLinks:
             self.service.writes.run(forget)
         except NetpeerError as exc:
             LOG.warning("could not forget unlinked sites: %s", exc.message)
-        for site in sorted(self._wake):
-            t = threading.Thread(target=self._run, args=(site, stop), name=f"site-{site}", daemon=True)
-            t.start()
-            self._threads.append(t)
 
     def join(self, timeout: float = 5.0) -> None:
         for t in self._threads:

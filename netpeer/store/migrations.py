@@ -54,6 +54,8 @@ _SITE_LOG = (
         value TEXT, hash TEXT NOT NULL, seq BIGINT NOT NULL,
         PRIMARY KEY (site, namespace, network, kind, name))""",
     "CREATE INDEX IF NOT EXISTS site_outbox_by_seq ON site_outbox (site, seq)",
+    "CREATE INDEX IF NOT EXISTS site_outbox_by_network ON site_outbox (namespace, network)",
+    "CREATE INDEX IF NOT EXISTS site_outbox_removed ON site_outbox (site, seq) WHERE value IS NULL",
     """CREATE TABLE IF NOT EXISTS site_links (
         site TEXT PRIMARY KEY, stream TEXT NOT NULL, head BIGINT NOT NULL, horizon BIGINT NOT NULL,
         out_count BIGINT NOT NULL, out_xor TEXT NOT NULL, peer_stream TEXT NOT NULL, peer_ack BIGINT NOT NULL,
