@@ -223,8 +223,7 @@ class LinkState:
     in_stream: str = ""
     in_seq: int = 0
     mirror: Digest = Digest()
-    resyncs_sent: int = 0
-    resyncs_received: int = 0
+    resyncs_received: int = 0      # full copies taken in after a mismatch or a long absence
     #: Whether the last exchange with the other site succeeded, as the
     #: replica that runs the link last recorded it (every replica's consent
     #: reads it), when one last did, and why the last one failed.

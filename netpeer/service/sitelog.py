@@ -164,13 +164,26 @@ class Applied:
 def news(link: LinkState, msg: Sync) -> bool:
     """Whether ``msg`` holds anything the store must take in."""
     d = msg.delta
-    if d.full and (d.stream, d.head) != (link.in_stream, link.in_seq):
+    if d.full and not _holds(link, d):
         return True
     if d.stream == link.in_stream and d.since <= link.in_seq < d.head:
         return True
     if d.stream != link.in_stream and not d.full:
         return False
     return (msg.ack_stream, msg.ack) != (link.peer_stream, link.peer_ack)
+
+
+def compare(link: LinkState, d: Delta) -> bool | None:
+    """Whether the mirror matches the teller's digest; None when it holds
+    another point of the teller's numbering (nothing to compare)."""
+    if (link.in_stream, link.in_seq) != (d.stream, d.head):
+        return None
+    return link.mirror == d.digest
+
+
+def _holds(link: LinkState, d: Delta) -> bool:
+    """Whether the mirror already is the teller's side at ``d.head``."""
+    return (d.stream, d.head, d.digest) == (link.in_stream, link.in_seq, link.mirror)
 
 
 def apply(tx: Transaction, here: str, msg: Sync) -> Applied:
@@ -186,13 +199,12 @@ def apply(tx: Transaction, here: str, msg: Sync) -> Applied:
         link = dataclasses.replace(link, stream=uuid.uuid4().hex, head=link.head + 1, horizon=link.head + 1)
     link = dataclasses.replace(link, peer_stream=msg.ack_stream, peer_ack=msg.ack)
     out = Applied(link)
-    if d.full and (d.stream, d.head) != (link.in_stream, link.in_seq):
+    if d.full and not _holds(link, d):
         _apply_full(tx, site, here, d, out)
     elif not d.full and d.stream == link.in_stream and d.since <= link.in_seq < d.head:
         _apply_items(tx, site, here, d.items, out)
         out.link = dataclasses.replace(out.link, in_seq=d.head)
-    if out.link.in_stream == d.stream and out.link.in_seq == d.head:
-        out.matches = out.link.mirror == d.digest
+    out.matches = compare(out.link, d)
     out.link = _keep_tombstones_bounded(tx, out.link)
     tx.put_link(out.link)
     return out
@@ -207,8 +219,10 @@ def _apply_full(tx: Transaction, site: str, here: str, d: Delta, out: Applied) -
     for n, _ in tx.mirror_of(site)[0]:
         out.keys |= _ours_towards(tx, n.key)
     tx.mirror_clear(site)
+    # The first copy of a link is no resynchronisation: one after a mismatch or a long absence is.
+    again = 1 if out.link.in_stream else 0
     out.link = dataclasses.replace(out.link, mirror=Digest(), in_stream=d.stream, in_seq=d.head,
-                                   resyncs_received=out.link.resyncs_received + 1)
+                                   resyncs_received=out.link.resyncs_received + again)
     out.full = True
     _apply_items(tx, site, here, d.items, out)
 

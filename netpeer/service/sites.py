@@ -129,7 +129,7 @@ class SiteLinks:
                 stream, ack = self._acks.get(s.site, (link.peer_stream, link.peer_ack))
                 pending = len(tx.outbox_since(s.site, ack if stream == link.stream else 0, 1_000_000))
                 out[i] = dataclasses.replace(s, pending=pending, told=link.out.count, mirrored=link.mirror.count,
-                                             resyncs_sent=link.resyncs_sent, resyncs_received=link.resyncs_received)
+                                             resyncs_received=link.resyncs_received)
         return out
 
     def _record(self, site: str, ok: bool, error: str = "", sent: int = 0, received: int = 0) -> bool:
@@ -213,6 +213,25 @@ class SiteLinks:
         return since is None or time.monotonic() - since > DIVERGED_RETRY_S
 
     # ------------------------------------------------ what we are told
+    def _judge(self, site: str, matches: bool | None, full: bool, told: sides.Digest, held: sides.Digest) -> None:
+        """What a comparison of our mirror with ``site``'s digest means: on a
+        mismatch, ask for a full copy; if a full copy itself did not match,
+        say so once and ask again only after ``DIVERGED_RETRY_S``."""
+        if matches is True:
+            self._want_full.discard(site)
+            self._diverged.pop(site, None)
+        elif matches is False:
+            if full:
+                if site not in self._diverged:
+                    LOG.error("site %s: its full copy does not match the digest it sent (%s held, %s told); "
+                              "consent across the link goes on with what was told, a full copy is asked for "
+                              "again in %d s", site, held, told, DIVERGED_RETRY_S)
+                self._diverged[site] = time.monotonic()
+            elif site not in self._want_full:
+                LOG.warning("site %s: what this site holds of its side (%s) does not match its digest (%s): "
+                            "asking for a full copy", site, held, told)
+            self._want_full.add(site)
+
     def _take(self, tx: Transaction, msg: Sync, flipped: bool) -> set[str]:
         """Takes in ``msg`` (from ``msg.site``); the networks to re-program."""
         site = msg.site
@@ -220,20 +239,7 @@ class SiteLinks:
         self._acks[site] = (done.link.peer_stream, done.link.peer_ack)
         if msg.want_full:
             self._send_full.add(site)
-        if done.matches is True:
-            self._want_full.discard(site)
-            self._diverged.pop(site, None)
-        elif done.matches is False:
-            if done.full:
-                if site not in self._diverged:
-                    LOG.error("site %s: its full copy does not match the digest it sent (%s held, %s told); "
-                              "consent across the link goes on with what was told, a full copy is asked for "
-                              "again in %d s", site, done.link.mirror, msg.delta.digest, DIVERGED_RETRY_S)
-                self._diverged[site] = time.monotonic()
-            elif site not in self._want_full:
-                LOG.warning("site %s: what this site holds of its side (%s) does not match its digest (%s): "
-                            "asking for a full copy", site, done.link.mirror, msg.delta.digest)
-            self._want_full.add(site)
+        self._judge(site, done.matches, done.full, msg.delta.digest, done.link.mirror)
         keys = set(done.keys)
         if flipped:
             keys |= {p.key for p in tx.halves_to_site(site)}
@@ -256,8 +262,7 @@ class SiteLinks:
                                    value=site)
         flipped = self._record(site, True)
         with self.service.store.read() as tx:
-            if not flipped and not sitelog.news(sitelog.link_of(tx, site), msg) and not msg.want_full:
-                self._acks[site] = (msg.ack_stream, msg.ack)
+            if not flipped and not msg.want_full and self._nothing_new(tx, msg):
                 return self._answered(site, self._message(tx, site))
 
         def op(tx: Transaction):
@@ -268,9 +273,29 @@ class SiteLinks:
             return self._message(tx, site), touched
         return self._answered(site, self.service.writes.run(op))
 
+    def _nothing_new(self, tx: Transaction, msg: Sync) -> bool:
+        """Whether ``msg`` changes nothing in the store (then no write is
+        made); its digest is compared all the same (anti-entropy)."""
+        link = sitelog.link_of(tx, msg.site)
+        if sitelog.news(link, msg):
+            return False
+        self._acks[msg.site] = (msg.ack_stream, msg.ack)
+        self._judge(msg.site, sitelog.compare(link, msg.delta), False, msg.delta.digest, link.mirror)
+        return True
+
+    def _sent_full(self, site: str, msg: Sync) -> None:
+        """A full copy went to ``site``: a resynchronisation unless it held
+        nothing of this site yet (the first copy of a link)."""
+        self._send_full.discard(site)
+        stream, _ = self._acks.get(site, ("", 0))
+        if stream:
+            with self._lock:
+                old = self._status[site]
+                self._status[site] = dataclasses.replace(old, resyncs_sent=old.resyncs_sent + 1)
+
     def _answered(self, site: str, answer: Sync) -> Sync:
         if answer.delta.full:
-            self._send_full.discard(site)
+            self._sent_full(site, answer)
         self._sent[site] = answer.delta.head
         return answer
 
@@ -291,16 +316,14 @@ class SiteLinks:
                 self._reresolve(site)
             return False
         if mine.delta.full:
-            self._send_full.discard(site)
+            self._sent_full(site, mine)
         flipped = self._record(site, True)
         if flipped:
             LOG.info("site %s answers", site)
         with self.service.store.read() as tx:
-            news = flipped or sitelog.news(sitelog.link_of(tx, site), theirs) or theirs.want_full
-        if news:
+            quiet = not flipped and not theirs.want_full and self._nothing_new(tx, theirs)
+        if not quiet:
             self.service.writes.run(lambda tx: (None, self._take(tx, theirs, flipped)))
-        else:
-            self._acks[site] = (theirs.ack_stream, theirs.ack)
         if site in self._send_full or self._asks_full(site):
             self.poke([site])   # at once, not in an interval
         return True

@@ -60,7 +60,7 @@ _SITE_LOG = (
         site TEXT PRIMARY KEY, stream TEXT NOT NULL, head BIGINT NOT NULL, horizon BIGINT NOT NULL,
         out_count BIGINT NOT NULL, out_xor TEXT NOT NULL, peer_stream TEXT NOT NULL, peer_ack BIGINT NOT NULL,
         in_stream TEXT NOT NULL, in_seq BIGINT NOT NULL, mirror_count BIGINT NOT NULL, mirror_xor TEXT NOT NULL,
-        resyncs_sent BIGINT NOT NULL, resyncs_received BIGINT NOT NULL,
+        resyncs_received BIGINT NOT NULL,
         reachable INTEGER NOT NULL, last_ok BIGINT, last_error TEXT NOT NULL)""",
     "ALTER TABLE remote_networks ADD COLUMN hash TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE remote_halves ADD COLUMN hash TEXT NOT NULL DEFAULT ''",

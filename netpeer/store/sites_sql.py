@@ -62,7 +62,7 @@ def _hex(h: int) -> str:
 
 
 _LINK_COLS = ("site, stream, head, horizon, out_count, out_xor, peer_stream, peer_ack, in_stream, in_seq, "
-              "mirror_count, mirror_xor, resyncs_sent, resyncs_received, reachable, last_ok, last_error")
+              "mirror_count, mirror_xor, resyncs_received, reachable, last_ok, last_error")
 
 
 class SiteMirrorSql:
@@ -231,14 +231,14 @@ class SiteMirrorSql:
         if r is None:
             return None
         return LinkState(r[0], r[1], r[2], r[3], Digest(r[4], int(r[5], 16)), r[6], r[7], r[8], r[9],
-                         Digest(r[10], int(r[11], 16)), r[12], r[13], bool(r[14]),
-                         _dt(r[15]) if r[15] is not None else None, r[16])
+                         Digest(r[10], int(r[11], 16)), r[12], bool(r[13]),
+                         _dt(r[14]) if r[14] is not None else None, r[15])
 
     def put_link(self, link: LinkState) -> None:
         self._q("DELETE FROM site_links WHERE site=?", (link.site,))
-        self._q(f"INSERT INTO site_links ({_LINK_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        self._q(f"INSERT INTO site_links ({_LINK_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (link.site, link.stream, link.head, link.horizon, link.out.count, link.out.hex(), link.peer_stream,
-                 link.peer_ack, link.in_stream, link.in_seq, link.mirror.count, link.mirror.hex(), link.resyncs_sent,
+                 link.peer_ack, link.in_stream, link.in_seq, link.mirror.count, link.mirror.hex(),
                  link.resyncs_received, int(link.reachable), _us(link.last_ok) if link.last_ok else None,
                  link.last_error))
 

@@ -225,7 +225,7 @@ def test_the_outbox_numbers_changes_keeps_removals_until_pruned_and_the_link_rea
         tx.outbox_put("west", k1, None, 0, 3)          # removed: a tombstone
         tx.outbox_put("east", k1, "[9]", 9, 1)
         link = sides.LinkState("west", "s1", head=3, out=sides.Digest(1, 1 << 127), peer_stream="p", peer_ack=2,
-                               in_stream="t", in_seq=7, mirror=sides.Digest(2, 3), resyncs_sent=1, reachable=True,
+                               in_stream="t", in_seq=7, mirror=sides.Digest(2, 3), resyncs_received=1, reachable=True,
                                last_ok=datetime(2026, 1, 1, tzinfo=timezone.utc), last_error="")
         tx.put_link(link)
     with store.read() as tx:
