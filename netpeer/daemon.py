@@ -13,6 +13,7 @@ holds the sweeper lease (``netpeer.service.leader``).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import signal
@@ -117,7 +118,8 @@ class Daemon:
         if config.metrics_listen:
             self.metrics.state(lambda: {"peerings": self.service.phase_counts(),
                                         "ovn_connected": self.backend.connected,
-                                        "watchers": self.server.notifier.watchers, "ready": self.server.ready})
+                                        "watchers": self.server.notifier.watchers, "ready": self.server.ready,
+                                        "links": self.service.sites.status()})
         self.stopping = threading.Event()
         self._settled = False
         #: Called once, by the sweeper (replicas: the lease follower), when
@@ -158,6 +160,48 @@ class Daemon:
         links.verify_interval = config.full_sweep_interval.total_seconds()
         self.site_transport.counter = links.count
         self.site_server = SiteServer(links, config.site_listen, secrets, cert=cert, key=key, ca=ca)
+
+    def reload(self, path) -> str:
+        """Reads the configuration file again and applies what can change
+        while netpeerd runs: the links to other sites (``[sites.NAME]``): a
+        new site is linked at once, a site no longer listed is retired (its
+        pairs withdrawn, ``SiteRetired``), an endpoint, secret or CA file
+        takes effect for the next exchange. A link's ``transit_ipv4`` cannot
+        change while it exists (retire the site first). Anything else that
+        differs is reported as needing a restart. Raises InvalidArgument
+        (nothing changed) on a bad file. What was done, one line."""
+        new = Config.load(path)
+        old = self.config
+        restart = sorted(f.name for f in dataclasses.fields(Config)
+                         if f.name != "sites" and getattr(new, f.name) != getattr(old, f.name))
+        if old.site and new.site == old.site and "site" not in restart:
+            kept = {link.name: link for link in old.sites}
+            for link in new.sites:
+                was = kept.get(link.name)
+                if was is not None and was.transit_ipv4 != link.transit_ipv4:
+                    raise InvalidArgument.for_field(f"sites.{link.name}.transit_ipv4", link.transit_ipv4,
+                                                    f"differs from the running link's ({was.transit_ipv4}): retire "
+                                                    "the site (remove its [sites] table, reload), then add it back")
+            secrets = {link.name: _read_secret(f"sites.{link.name}.secret_file", link.secret_file)
+                       for link in new.sites}
+            ca = self.config.site_ca.read_bytes() if self.config.site_ca else None
+            cas = {link.name: link.ca_cert.read_bytes() if link.ca_cert else ca for link in new.sites}
+            from netpeer.ovn import ic_rows
+            self.site_transport.reconfigure({link.name: link.endpoint for link in new.sites}, secrets, cas)
+            self.site_server.set_secrets(secrets)
+            self.backend.site = _site_context(new)
+            added, removed = self.service.sites.reconfigure(
+                {link.name: ic_rows.capacity(link.transit_ipv4) for link in new.sites}, self.stopping)
+            self.config = dataclasses.replace(old, sites=new.sites)
+            links = f"linked {', '.join(added) or 'no new site'}; retired {', '.join(removed) or 'none'}"
+        elif new.sites != old.sites:
+            restart.append("sites")
+            links = "links unchanged"
+        else:
+            links = "links unchanged"
+        what = f"reloaded {path}: {links}" + (f"; needs a restart to change: {', '.join(restart)}" if restart else "")
+        LOG.info("%s", what)
+        return what
 
     def _settle(self) -> None:
         """The start-up check (raises EpochMismatch; Unavailable when it
@@ -335,8 +379,9 @@ def _read_secret(field: str, path) -> str:
     return secret
 
 
-def serve(config: Config, mode: Mode = Mode.CHECK) -> int:
-    """Runs netpeerd until SIGTERM/SIGINT. Returns an exit code."""
+def serve(config: Config, mode: Mode = Mode.CHECK, path=None) -> int:
+    """Runs netpeerd until SIGTERM/SIGINT; SIGHUP reloads ``path``
+    (``Daemon.reload``). Returns an exit code."""
     gc.set_threshold(*GC_THRESHOLDS)
     logs.configure(config.log_level, config.log_format)
     daemon = Daemon(config, mode=mode)
@@ -353,6 +398,21 @@ def serve(config: Config, mode: Mode = Mode.CHECK) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    reload = threading.Event()
+    if path is not None:
+        signal.signal(signal.SIGHUP, lambda signum, frame: reload.set())
+
+        def reloader():   # not in the signal handler: a reload writes to the store
+            while not daemon.stopping.is_set():
+                if reload.wait(0.5):
+                    reload.clear()
+                    try:
+                        daemon.reload(path)
+                    except InvalidArgument as exc:
+                        LOG.error("reload of %s refused, nothing changed: %s", path, exc.message)
+                    except Exception:
+                        LOG.exception("reload of %s failed", path)
+        threading.Thread(target=reloader, name="reload", daemon=True).start()
     try:
         daemon.start()
     except EpochMismatch as exc:

@@ -265,7 +265,11 @@ class Client:
                 "sweep_totals": report(s.sweep_totals), "replica": s.replica, "leader": s.leader,
                 "leading": bool(s.replica) and s.replica == s.leader, "site": s.site,
                 "sites": [{"site": x.site, "reachable": x.reachable, "last_ok_time": _time(x, "last_ok_time"),
-                           "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures}
+                           "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures,
+                           "bytes_sent": x.bytes_sent, "bytes_received": x.bytes_received,
+                           "resyncs_sent": x.resyncs_sent, "resyncs_received": x.resyncs_received,
+                           "pending_changes": x.pending_changes, "diverged": x.diverged,
+                           "items_told": x.items_told, "items_held": x.items_held}
                           for x in s.sites]}
 
     # networks

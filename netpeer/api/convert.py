@@ -183,7 +183,10 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
     out.site = status.site
     for link in status.links:
         item = out.sites.add(site=link.site, reachable=link.reachable, last_error=link.last_error,
-                             exchanges=link.exchanges, failures=link.failures)
+                             exchanges=link.exchanges, failures=link.failures, bytes_sent=link.bytes_sent,
+                             bytes_received=link.bytes_received, resyncs_sent=link.resyncs_sent,
+                             resyncs_received=link.resyncs_received, pending_changes=link.pending,
+                             diverged=link.diverged, items_told=link.told, items_held=link.mirrored)
         if link.last_ok is not None:
             item.last_ok_time.CopyFrom(ts(link.last_ok))
     return out

@@ -57,6 +57,8 @@ class _Servicer(pb_grpc.SiteServiceServicer):
         given = _secret(context)
         # Compared whether or not the site is known (a decoy): no timing oracle.
         ok = hmac.compare_digest(given.encode(), (expected or "\0" * 43).encode()) and bool(expected)
+        if not expected:
+            self.links.check_linked(request.site)   # a link configured on the other side only: say so
         if not ok:
             raise errors.Unauthenticated(f"site: {request.site!r} did not present this link's secret")
         names = (context.auth_context() or {}).get("x509_common_name")
@@ -92,7 +94,8 @@ class SiteServer:
         self.address = address
         self._server = grpc.server(futures.ThreadPoolExecutor(workers, thread_name_prefix="site-rpc"),
                                    options=_OPTIONS)
-        pb_grpc.add_SiteServiceServicer_to_server(_Servicer(links, secrets), self._server)
+        self._servicer = _Servicer(links, secrets)
+        pb_grpc.add_SiteServiceServicer_to_server(self._servicer, self._server)
         if cert is not None:
             creds = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
             self.port = self._server.add_secure_port(address, creds)
@@ -104,6 +107,10 @@ class SiteServer:
     def start(self) -> "SiteServer":
         self._server.start()
         return self
+
+    def set_secrets(self, secrets: Mapping[str, str]) -> None:
+        """The sites that may call, and their secrets (a running region's links change)."""
+        self._servicer.secrets = dict(secrets)
 
     def stop(self, grace: float = 1.0) -> None:
         self._server.stop(grace).wait(grace + 5)
@@ -117,19 +124,34 @@ class SiteTransport:
                  timeout: float = 10.0):
         self.here = here
         self.timeout = timeout
-        self.secrets = dict(secrets)
-        self._stubs = {}
-        self._channels = []
+        self._cert, self._key = cert, key
+        self.secrets: dict[str, str] = {}
+        self._stubs: dict = {}
+        self._channels: dict = {}     # site -> (endpoint, ca, channel)
+        self.reconfigure(endpoints, secrets, ca)
+
+    def reconfigure(self, endpoints: Mapping[str, str], secrets: Mapping[str, str],
+                    ca: Mapping[str, bytes | None] | None = None) -> None:
+        """Channels to exactly these sites: new ones opened, changed ones
+        replaced, those no longer listed closed."""
+        for site in list(self._channels):
+            endpoint, site_ca, channel = self._channels[site]
+            if endpoints.get(site) != endpoint or (ca or {}).get(site) != site_ca:
+                channel.close()
+                del self._channels[site], self._stubs[site]
         for site, endpoint in endpoints.items():
-            target = endpoint if endpoint.startswith("unix:") else endpoint
+            if site in self._channels:
+                continue
+            site_ca = (ca or {}).get(site)
             if is_local_address(endpoint):
-                channel = grpc.insecure_channel(target, options=_CLIENT_OPTIONS)
+                channel = grpc.insecure_channel(endpoint, options=_CLIENT_OPTIONS)
             else:
-                creds = grpc.ssl_channel_credentials(root_certificates=(ca or {}).get(site), private_key=key,
-                                                     certificate_chain=cert)
-                channel = grpc.secure_channel(target, creds, options=_CLIENT_OPTIONS)
-            self._channels.append(channel)
+                creds = grpc.ssl_channel_credentials(root_certificates=site_ca, private_key=self._key,
+                                                     certificate_chain=self._cert)
+                channel = grpc.secure_channel(endpoint, creds, options=_CLIENT_OPTIONS)
+            self._channels[site] = (endpoint, site_ca, channel)
             self._stubs[site] = pb_grpc.SiteServiceStub(channel)
+        self.secrets = dict(secrets)
 
     #: Told the bytes of each exchange: (site, sent, received).
     counter = staticmethod(lambda site, sent, received: None)
@@ -148,7 +170,7 @@ class SiteTransport:
         return convert.sync_from_pb(answer)
 
     def close(self) -> None:
-        for channel in self._channels:
+        for _, _, channel in self._channels.values():
             channel.close()
 
 

@@ -273,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         from netpeer.daemon import serve
         from netpeer.service.epoch import Mode
         mode = Mode.ADOPT if args.adopt_ovn else Mode.ACCEPT_ROLLBACK if args.accept_rollback else Mode.CHECK
-        return serve(Config.load(args.config), mode)
+        return serve(Config.load(args.config), mode, path=args.config)
     if cmd == "db":
         from netpeer.config import Config
         from netpeer.store.base import open_store

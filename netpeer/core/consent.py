@@ -58,6 +58,9 @@ class Sites(Protocol):
     def reachable(self, site: str) -> bool:
         """Whether the last exchange with ``site``'s netpeerd succeeded."""
 
+    def linked(self, site: str) -> bool:
+        """Whether this site has a link with ``site`` at all."""
+
 
 @dataclasses.dataclass(frozen=True)
 class OneSite:
@@ -66,6 +69,9 @@ class OneSite:
     here: str = ""
 
     def reachable(self, site: str) -> bool:
+        return False
+
+    def linked(self, site: str) -> bool:
         return False
 
 
@@ -123,8 +129,16 @@ def _unreachable(p: Peering, now: datetime) -> Peering:
                         f"if {p.remote_key} consents", now)
 
 
+def _retired(p: Peering, now: datetime) -> Peering:
+    return p.transition(Phase.PENDING, Reason.SITE_RETIRED,
+                        f"site {p.remote_site} is no longer linked to this site (retired from the region, or its "
+                        "link removed): this peering cannot bind; delete it, or it expires with its ttl", now)
+
+
 def _unmatched(p: Peering, world: World, now: datetime, sites: Sites) -> Peering | None:
     """What an unmatched half becomes, or None when it stays as it is."""
+    if p.remote_site and not sites.linked(p.remote_site):
+        return None if p.reason == Reason.SITE_RETIRED else _retired(p, now)
     newcomer = replaced(world, p)
     if newcomer is not None:
         return p.transition(Phase.PENDING, Reason.REMOTE_REPLACED,

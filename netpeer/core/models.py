@@ -36,6 +36,10 @@ class Reason:
     # now: nothing is known or said about the remote network; the half binds
     # by itself once the site answers (if the other half is there).
     REMOTE_SITE_UNREACHABLE = "RemoteSiteUnreachable"
+    # The remote network's site is no longer linked to this one (retired from
+    # the region, or its link removed from the configuration): the half can
+    # never bind; it expires with its TTL, or its owner deletes it.
+    SITE_RETIRED = "SiteRetired"
 
 
 def utcnow() -> datetime:

@@ -115,6 +115,16 @@ class SiteLinks:
             status = self._status.get(site)
             return status is not None and status.reachable
 
+    def linked(self, site: str) -> bool:
+        return site in self.capacity
+
+    def check_linked(self, site: str) -> None:
+        """Refuses a site this one has no link with, in one line that says why."""
+        if site not in self.capacity:
+            raise PermissionDenied(f"site: {site!r} is not linked to site {self.here} (no [sites.{site}] in its "
+                                   "configuration): the link must be configured on both sides", field="site",
+                                   value=site)
+
     def status(self) -> list[LinkStatus]:
         """Every link's status, with what the store says of its changes."""
         with self._lock:
@@ -135,7 +145,9 @@ class SiteLinks:
     def _record(self, site: str, ok: bool, error: str = "", sent: int = 0, received: int = 0) -> bool:
         """Records an exchange's outcome; whether reachability flipped."""
         with self._lock:
-            old = self._status[site]
+            old = self._status.get(site)
+            if old is None:   # no longer linked
+                return False
             self._status[site] = dataclasses.replace(
                 old, reachable=ok, last_ok=self.clock() if ok else old.last_ok, last_error="" if ok else error,
                 exchanges=old.exchanges + 1, failures=old.failures + (0 if ok else 1),
@@ -256,10 +268,7 @@ class SiteLinks:
         """An exchange another site started: take in what it told, answer
         what it has not seen of ours."""
         site = msg.site
-        if site not in self.capacity:
-            raise PermissionDenied(f"site: {site!r} is not linked to site {self.here} (no [sites.{site}] in its "
-                                   "configuration): the link must be configured on both sides", field="site",
-                                   value=site)
+        self.check_linked(site)
         flipped = self._record(site, True)
         with self.service.store.read() as tx:
             if not flipped and not msg.want_full and self._nothing_new(tx, msg):
@@ -301,6 +310,8 @@ class SiteLinks:
 
     def exchange(self, site: str) -> bool:
         """One exchange with ``site`` started here; whether it succeeded."""
+        if site not in self.capacity:
+            return False
         with self.service.store.read() as tx:
             mine = self._message(tx, site)
         try:
@@ -364,29 +375,78 @@ class SiteLinks:
         """``prepare``, then a thread per link."""
         self.prepare()
         for site in sorted(self._wake):
-            t = threading.Thread(target=self._run, args=(site, stop), name=f"site-{site}", daemon=True)
-            t.start()
-            self._threads.append(t)
+            self._start_link(site, stop)
+
+    def _start_link(self, site: str, stop: threading.Event) -> None:
+        t = threading.Thread(target=self._run, args=(site, stop), name=f"site-{site}", daemon=True)
+        t.start()
+        self._threads.append(t)
 
     def prepare(self) -> None:
-        """At start: forgets what sites no longer linked told, and checks
-        every link's outbox against its side (a store from before changes
-        were told item by item gets its outbox here)."""
-        def forget(tx: Transaction):
+        """At start: retires what this store holds of sites no longer linked,
+        and checks every link's outbox against its side (a store from before
+        changes were told item by item gets its outbox here)."""
+        def op(tx: Transaction):
             touched: set[str] = set()
-            for site in sorted(set(tx.mirrored_sites()) | {link.site for link in tx.links()}):
+            for site in sorted(set(tx.mirrored_sites()) | {link.site for link in tx.links()} | set(tx.peering_sites())):
                 if site not in self.capacity:
-                    LOG.warning("site %s is no longer linked: forgetting what it told", site)
-                    tx.forget_site(site)
-                    keys = [p.key for p in tx.halves_to_site(site)]
-                    touched |= effects.resolve(tx, keys, self.clock(), self)
+                    touched |= self._retire(tx, site)
             for site in sorted(self.capacity):
                 sitelog.verify(tx, self.here, site, self.whole)
             return None, touched
         try:
-            self.service.writes.run(forget)
+            self.service.writes.run(op)
         except NetpeerError as exc:
-            LOG.warning("could not forget unlinked sites: %s", exc.message)
+            LOG.warning("could not check the links at start: %s", exc.message)
+
+    def _retire(self, tx: Transaction, site: str) -> set[str]:
+        """Forgets a site no longer linked: what it told, what this site told
+        it, and this site's attachments to its link; this site's halves
+        naming it go Pending (``SiteRetired``). The networks to re-program."""
+        halves = tx.halves_to_site(site)
+        if site in tx.mirrored_sites() or tx.get_link(site) or halves or tx.attached_to(site):
+            LOG.warning("site %s is no longer linked: forgetting what it told and withdrawing %d peering(s) "
+                        "naming it", site, sum(1 for p in halves if p.phase == Phase.BOUND))
+        tx.forget_site(site)
+        touched = set(tx.attached_to(site))
+        for uid in touched:
+            tx.release_attachment(uid, site)
+        return touched | effects.resolve(tx, [p.key for p in halves], self.clock(), self)
+
+    def reconfigure(self, sites: Mapping[str, int], stop: threading.Event) -> tuple[list[str], list[str]]:
+        """Links the sites of ``sites`` (name -> capacity) and only them,
+        while running: a new site's link starts at once; a site no longer
+        listed is retired (``_retire``) and its link stops. The sites
+        added and removed."""
+        added = sorted(set(sites) - set(self.capacity))
+        removed = sorted(set(self.capacity) - set(sites))
+        with self._lock:
+            self.capacity = dict(sites)
+            self._status = {s: self._status.get(s, LinkStatus(s)) for s in sites}
+            wake = self._wake
+            self._wake = {s: wake.get(s) or threading.Event() for s in sites}
+        for site in removed:
+            wake[site].set()   # its thread sees it is no longer linked and ends
+            for memo in (self._acks, self._sent, self._diverged):
+                memo.pop(site, None)
+            self._send_full.discard(site)
+            self._want_full.discard(site)
+        if removed:
+            def op(tx: Transaction):
+                touched: set[str] = set()
+                for site in removed:
+                    touched |= self._retire(tx, site)
+                return None, touched
+            self.service.writes.run(op)
+        if added:
+            def create(tx: Transaction):
+                for site in added:
+                    sitelog.verify(tx, self.here, site, self.whole)
+                return None, set()
+            self.service.writes.run(create)
+            for site in added:
+                self._start_link(site, stop)
+        return added, removed
 
     def join(self, timeout: float = 5.0) -> None:
         for t in self._threads:
@@ -399,7 +459,7 @@ class SiteLinks:
         wake = self._wake[site]
         backoff = 0.2
         verified = time.monotonic()
-        while not stop.is_set():
+        while not stop.is_set() and site in self.capacity:
             wake.clear()
             try:
                 ok = self.exchange(site)
@@ -411,5 +471,5 @@ class SiteLinks:
                 ok = False
             backoff = 0.2 if ok else min(backoff * 2, self.interval)
             wake.wait(self.interval if ok else backoff)
-            if stop.is_set():
+            if stop.is_set() or site not in self.capacity:
                 return

@@ -81,6 +81,9 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def release_attachment(self, network_uid: str, site: str) -> None: ...
     @abc.abstractmethod
+    def attached_to(self, site: str) -> list[str]:
+        """The uids of this site's networks attached to the link with ``site``."""
+    @abc.abstractmethod
     def halves_of_to_site(self, network: NetworkKey, site: str) -> list[Peering]:
         """The halves of this site's ``network`` naming a network of ``site``."""
     @abc.abstractmethod

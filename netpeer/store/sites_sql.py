@@ -162,6 +162,10 @@ class SiteMirrorSql:
         self._note_uid(network_uid)
         return idx
 
+    def attached_to(self, site: str) -> list[str]:
+        """The uids of this site's networks attached to the link with ``site``."""
+        return [r[0] for r in self._q("SELECT network_uid FROM attachments WHERE site=? ORDER BY idx", (site,))]
+
     def release_attachment(self, network_uid: str, site: str) -> None:
         if self._q("DELETE FROM attachments WHERE network_uid=? AND site=?", (network_uid, site)).rowcount:
             self._note_uid(network_uid)

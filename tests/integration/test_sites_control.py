@@ -243,7 +243,7 @@ def test_status_shows_the_links_and_bad_input_names_the_field(sites):
 
 def test_a_caller_without_the_links_secret_is_refused(sites, tmp_path):
     from netpeer.api.sites import SiteTransport
-    from netpeer.service.sites import SiteView
+    from netpeer.core.sides import Delta, Digest, Sync
     listen = sites["west"].daemon.config.site_listen
     wrong = SiteTransport("east", {"west": listen}, {"west": "not-the-secret-" + "x" * 20})
     deadline = time.monotonic() + 10
@@ -253,7 +253,7 @@ def test_a_caller_without_the_links_secret_is_refused(sites, tmp_path):
                 # East called west before west listened: gRPC backs that connection off for a while, and a new
                 # channel to the same address shares it (and its last error) until the backoff ends.
                 try:
-                    wrong("west", SiteView("east"))
+                    wrong("west", Sync("east", "west", Delta("s", 0, 0, Digest())))
                 except errors.Unavailable:
                     assert time.monotonic() < deadline, "west's site link never answered"
                     time.sleep(0.1)

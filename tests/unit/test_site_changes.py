@@ -243,3 +243,50 @@ def test_an_exchange_from_a_site_that_is_not_linked_is_refused_with_one_line(lin
     assert "both sides" in info.value.message
     with link["west"].store.read() as tx:
         assert tx.get_link("north") is None and tx.mirror_of("north") == ([], [])
+
+
+def test_a_site_joins_a_running_region_and_another_is_retired(tmp_path):
+    """North joins east and west while they run (each reconfigured, no
+    restart); then east retires north: its pairs with north are withdrawn
+    with a reason that says so, its slots on that link are given back, and
+    north, still configured with east, is told in one line why east refuses."""
+    region = Link(tmp_path, ("east", "west"))
+    try:
+        pairs(region, 0, 1)
+        stopped = __import__("threading").Event()
+        stopped.set()   # no link threads here: the test runs the exchanges
+        region.names = ("east", "west", "north")
+        region.services["north"] = region.open("north")
+        for name in ("east", "west"):
+            added, removed = region[name].sites.reconfigure({o: 1000 for o in region.names if o != name}, stopped)
+            assert (added, removed) == (["north"], [])
+        e, n = region["east"], region["north"]
+        e.create_network(ADMIN, "team-a", "east-1", ["10.5.1.0/24"])
+        n.create_network(ADMIN, "team-c", "north-1", ["10.5.2.0/24"])
+        e.create_peering(ADMIN, "team-a", "east-1", "p", "team-c", "north-1", remote_site="north")
+        n.create_peering(ADMIN, "team-c", "north-1", "p", "team-a", "east-1", remote_site="east")
+        region.settle()
+        assert e.get_peering(ADMIN, "team-a", "east-1", "p").phase == Phase.BOUND
+        assert n.get_peering(ADMIN, "team-c", "north-1", "p").phase == Phase.BOUND
+        uid = e.get_network(ADMIN, "team-a", "east-1").network.uid
+        assert region.services["east"].dataplane.networks[uid].attachments == (("north", 0),)
+
+        assert e.sites.reconfigure({"west": 1000}, stopped) == ([], ["north"])
+        p = e.get_peering(ADMIN, "team-a", "east-1", "p")
+        assert (p.phase, p.reason) == (Phase.PENDING, "SiteRetired") and "north" in p.message
+        assert region.services["east"].dataplane.networks[uid].attachments == ()
+        with e.store.read() as tx:
+            assert tx.mirror_of("north") == ([], []) and tx.get_link("north") is None
+        assert phases(region, 0) == (Phase.BOUND, Phase.BOUND)       # the other link goes on
+        with pytest.raises(errors.InvalidArgument, match="remote.site: 'north' is not a site"):
+            e.create_peering(ADMIN, "team-a", "east-1", "q", "team-c", "north-2", remote_site="north")
+        assert not n.sites.exchange("east")
+        [status] = [s for s in n.sites.status() if s.site == "east"]
+        assert "'north' is not linked to site east" in status.last_error and "\n" not in status.last_error
+        region.settle()
+        q = n.get_peering(ADMIN, "team-c", "north-1", "p")
+        assert q.phase == Phase.BOUND    # north never heard east withdraw: it stays until north retires east too
+        assert n.sites.reconfigure({"west": 1000}, stopped) == ([], ["east"])
+        assert n.get_peering(ADMIN, "team-c", "north-1", "p").reason == "SiteRetired"
+    finally:
+        region.close()
