@@ -191,7 +191,7 @@ class Daemon:
             self.site_server.set_secrets(secrets)
             self.backend.site = _site_context(new)
             added, removed = self.service.sites.reconfigure(
-                {link.name: ic_rows.capacity(link.transit_ipv4) for link in new.sites}, self.stopping)
+                {link.name: ic_rows.capacity(link.transit_ipv4) for link in new.sites})
             self.config = dataclasses.replace(old, sites=new.sites)
             links = f"linked {', '.join(added) or 'no new site'}; retired {', '.join(removed) or 'none'}"
         elif new.sites != old.sites:
@@ -264,6 +264,8 @@ class Daemon:
         watch.look()
         self._led.append(threading.Thread(target=watch.run, name="replicas",
                                           daemon=True, args=(self._leading, self._replica_gone)))
+        if self.site_server is not None:
+            self.service.sites.run_links(self._leading)
         # A new leader most often follows a departure (the old leader's): its last
         # NB transaction may land after the first sweep, which runs at once.
         self.service.reconciler.sweep_soon(AFTER_DEPARTURE_S[1:] + (self.config.ovn_timeout.total_seconds(),))
@@ -283,6 +285,8 @@ class Daemon:
     def _lose(self) -> None:
         if self._leading is not None:
             self._leading.set()
+            if self.site_server is not None:
+                self.service.sites.stop_links()
             self.service.programmer.poke()   # they sleep at rest
             self.service.reconciler.wake()
         for thread in self._led:
@@ -321,7 +325,10 @@ class Daemon:
         # The site link before the API: whoever sees the API up may count on the link's socket.
         if self.site_server is not None:
             self.site_server.start()
-            self.service.sites.start(self.stopping)
+            if self.replicated:   # every replica answers the other sites; the leader runs the links (_gain)
+                self.service.sites.prepare()
+            else:
+                self.service.sites.start(self.stopping)
             LOG.info("site %s: other sites reach it on %s; linked to %s", self.config.site, self.config.site_listen,
                      ", ".join(link.name for link in self.config.sites))
         self.server.start()

@@ -127,30 +127,37 @@ class SiteTransport:
         self._cert, self._key = cert, key
         self.secrets: dict[str, str] = {}
         self._stubs: dict = {}
-        self._channels: dict = {}     # site -> (endpoint, ca, channel)
+        self._channels: dict = {}     # site -> (endpoint, ca, channels)
+        self._first: dict[str, int] = {}
         self.reconfigure(endpoints, secrets, ca)
 
     def reconfigure(self, endpoints: Mapping[str, str], secrets: Mapping[str, str],
                     ca: Mapping[str, bytes | None] | None = None) -> None:
         """Channels to exactly these sites: new ones opened, changed ones
-        replaced, those no longer listed closed."""
+        replaced, those no longer listed closed. An endpoint may list a
+        site's replicas, comma-separated: a call goes to the one that last
+        answered and, if it cannot be reached, to the next."""
         for site in list(self._channels):
-            endpoint, site_ca, channel = self._channels[site]
+            endpoint, site_ca, channels = self._channels[site]
             if endpoints.get(site) != endpoint or (ca or {}).get(site) != site_ca:
-                channel.close()
+                for channel in channels:
+                    channel.close()
                 del self._channels[site], self._stubs[site]
         for site, endpoint in endpoints.items():
             if site in self._channels:
                 continue
             site_ca = (ca or {}).get(site)
-            if is_local_address(endpoint):
-                channel = grpc.insecure_channel(endpoint, options=_CLIENT_OPTIONS)
-            else:
-                creds = grpc.ssl_channel_credentials(root_certificates=site_ca, private_key=self._key,
-                                                     certificate_chain=self._cert)
-                channel = grpc.secure_channel(endpoint, creds, options=_CLIENT_OPTIONS)
-            self._channels[site] = (endpoint, site_ca, channel)
-            self._stubs[site] = pb_grpc.SiteServiceStub(channel)
+            channels = []
+            for target in (t.strip() for t in endpoint.split(",") if t.strip()):
+                if is_local_address(target):
+                    channels.append(grpc.insecure_channel(target, options=_CLIENT_OPTIONS))
+                else:
+                    creds = grpc.ssl_channel_credentials(root_certificates=site_ca, private_key=self._key,
+                                                         certificate_chain=self._cert)
+                    channels.append(grpc.secure_channel(target, creds, options=_CLIENT_OPTIONS))
+            self._channels[site] = (endpoint, site_ca, channels)
+            self._stubs[site] = [pb_grpc.SiteServiceStub(c) for c in channels]
+            self._first[site] = 0
         self.secrets = dict(secrets)
 
     #: Told the bytes of each exchange: (site, sent, received).
@@ -158,20 +165,30 @@ class SiteTransport:
 
     def __call__(self, site: str, msg: Sync) -> Sync:
         request = convert.sync_to_pb(msg)
-        try:
-            answer = self._stubs[site].Sync(request, timeout=self.timeout,
-                                            metadata=(("authorization", f"Bearer {self.secrets[site]}"),))
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-                raise errors.FailedPrecondition(f"site {site} runs a netpeer without SiteService.Sync: every site "
-                                                "of a region needs the same link protocol; upgrade it") from None
-            raise from_rpc_error(exc) from None
-        self.counter(site, request.ByteSize(), answer.ByteSize())
-        return convert.sync_from_pb(answer)
+        stubs = self._stubs[site]
+        first = self._first.get(site, 0) % len(stubs)
+        for i in range(len(stubs)):
+            k = (first + i) % len(stubs)
+            try:
+                answer = stubs[k].Sync(request, timeout=self.timeout,
+                                       metadata=(("authorization", f"Bearer {self.secrets[site]}"),))
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    raise errors.FailedPrecondition(f"site {site} runs a netpeer without SiteService.Sync: every "
+                                                    "site of a region needs the same link protocol; upgrade it") \
+                        from None
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and i + 1 < len(stubs):
+                    continue   # that replica is down: the next one
+                raise from_rpc_error(exc) from None
+            self._first[site] = k
+            self.counter(site, request.ByteSize(), answer.ByteSize())
+            return convert.sync_from_pb(answer)
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
-        for _, _, channel in self._channels.values():
-            channel.close()
+        for _, _, channels in self._channels.values():
+            for channel in channels:
+                channel.close()
 
 
 __all__ = ["SiteServer", "SiteTransport", "pb"]
