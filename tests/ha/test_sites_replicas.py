@@ -87,8 +87,11 @@ def test_a_site_on_replicas_keeps_its_links_through_the_leaders_death(pg_url):
             assert (first["phase"], first["reason"]) == ("Pending", "AwaitingRemote"), first
             w.create_peering("team-b", "net-1", "p", "net-1", "team-a", remote_site="east")
             wait_bound([(follower, "team-a", "net-1", "p"), (w, "team-b", "net-1", "p")], "first pair", 20)
-            [link] = follower.status()["sites"]
-            assert link["reachable"] and not follower.status()["leading"]   # the leader's record, read from the store
+            status = follower.status()
+            [link] = status["sites"]
+            # What the leader records, read from the store by a replica that neither sweeps nor runs links.
+            assert link["reachable"] and not status["leading"]
+            assert status["sweeps"] > 0 and status["last_sweep"] is not None
 
             east[lead].kill9()
             killed = time.monotonic()
