@@ -76,6 +76,27 @@ class LinkStatus:
     mirrored: int = 0             # items this site holds of the other's side
 
 
+def view_for(tx: Transaction, here: str, site: str) -> SiteView:
+    """Site ``here``'s whole side as told to ``site``, computed from scratch."""
+    halves = tx.halves_to_site(site)
+    networks: dict[NetworkKey, tuple[Network, int | None]] = {}
+    out = []
+    for p in halves:
+        if p.network_key not in networks:
+            n = tx.get_network(p.network_key)
+            if n is None:
+                continue
+            networks[p.network_key] = (n, tx.attachment(n.uid, site))
+        out.append(dataclasses.replace(p, ready=consent.ready(tx, p, here)))
+    return SiteView(here, tuple(networks.values()), tuple(out))
+
+
+def whole_side(tx: Transaction, here: str, site: str) -> dict:
+    """``view_for`` as items: what the link's outbox must hold."""
+    view = view_for(tx, here, site)
+    return sides.side_items(view.networks, view.halves)
+
+
 #: How a site reaches another: (site, our message) -> its answer. Raises on failure.
 Transport = Callable[[str, Sync], Sync]
 
@@ -239,22 +260,11 @@ class SiteLinks:
     # ------------------------------------------------ what we tell
     def view_for(self, tx: Transaction, site: str) -> SiteView:
         """This site's whole side as told to ``site``, computed from scratch."""
-        halves = tx.halves_to_site(site)
-        networks: dict[NetworkKey, tuple[Network, int | None]] = {}
-        out = []
-        for p in halves:
-            if p.network_key not in networks:
-                n = tx.get_network(p.network_key)
-                if n is None:
-                    continue
-                networks[p.network_key] = (n, tx.attachment(n.uid, site))
-            out.append(dataclasses.replace(p, ready=consent.ready(tx, p, self.here)))
-        return SiteView(self.here, tuple(networks.values()), tuple(out))
+        return view_for(tx, self.here, site)
 
     def whole(self, tx: Transaction, site: str) -> dict:
         """``view_for`` as items (``sitelog.verify``'s reference)."""
-        view = self.view_for(tx, site)
-        return sides.side_items(view.networks, view.halves)
+        return whole_side(tx, self.here, site)
 
     def refresh(self, tx: Transaction) -> set[str]:
         """Before a write commits: what this site tells the others, for the
