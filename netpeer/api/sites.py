@@ -193,7 +193,9 @@ class SiteTransport:
             else:
                 creds = grpc.ssl_channel_credentials(root_certificates=site_ca, private_key=self._key,
                                                      certificate_chain=self._cert)
-                channel = grpc.secure_channel(endpoint, creds, options=_CLIENT_OPTIONS)
+                # A unix socket has no host name to check the certificate against: "localhost" stands for it.
+                local = [("grpc.ssl_target_name_override", "localhost")] if endpoint.startswith("unix:") else []
+                channel = grpc.secure_channel(endpoint, creds, options=_CLIENT_OPTIONS + local)
             kept[site] = (endpoint, site_ca, channel)
         self.secrets = dict(secrets)
         self._stubs = {site: self._stubs.get(site) if self._channels.get(site) == entry

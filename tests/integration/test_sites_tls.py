@@ -37,15 +37,19 @@ def cert(*args: str) -> str:
     return proc.stdout
 
 
-@pytest.fixture
-def linked():
-    """East and west linked over TCP on loopback with mTLS; the CA in <root>/ca,
-    each site's files in <root>/<site>/pki (what the operator installs there)."""
+@pytest.fixture(params=["tcp"])
+def linked(request):
+    """East and west linked with mTLS over TCP on loopback (or, with the
+    parameter "unix", over unix sockets); the CA in <root>/ca, each site's
+    files in <root>/<site>/pki (what the operator installs there)."""
     require_ovn()
     root = short_tmpdir("np-t-")
     keys = IcKeys()
     daemons, netpeerds = keys.daemons, {}
     ports = {s: free_port() for s in SITES}
+    where = {s: f"unix://{root / s / 'site.sock'}" if request.param == "unix" else f"127.0.0.1:{ports[s]}"
+             for s in SITES}
+    address = ("--dns", "localhost") if request.param == "unix" else ("--ip", "127.0.0.1")
     try:
         cert("ca", "--out", str(root / "ca"))
         secret = root / "east-west.secret"
@@ -54,7 +58,7 @@ def linked():
         os.close(fd)
         for here in SITES:
             other = next(s for s in SITES if s != here)
-            cert("issue", here, "--ca", str(root / "ca"), "--out", str(root / here / "pki"), "--ip", "127.0.0.1")
+            cert("issue", here, "--ca", str(root / "ca"), "--out", str(root / here / "pki"), *address)
             ovn = daemons[here] = OvnDaemons(root / here / "ovn")
             ovn.start()
             _site_setup(ovn, here, other)
@@ -64,9 +68,9 @@ def linked():
             pki = root / here / "pki"
             netpeerds[here] = start_netpeerd(
                 daemons[here], root / here, site=here, gateway_group=f"np-gw-{here}", sweep_interval="1s",
-                site_listen=f"127.0.0.1:{ports[here]}", site_cert=pki / f"site-{here}.crt",
+                site_listen=where[here], site_cert=pki / f"site-{here}.crt",
                 site_key=pki / f"site-{here}.key", site_ca=pki / "region-ca.crt",
-                sites=(SiteLink(other, f"127.0.0.1:{ports[other]}", secret),))
+                sites=(SiteLink(other, where[other], secret),))
         yield root, ports, netpeerds
     finally:
         try:
@@ -147,6 +151,18 @@ def test_sites_link_with_the_commands_certificates_and_a_reload_renews_them(link
         exc.value.message and "\n" not in exc.value.message
     assert presented(ports["east"], west_pki, "west") == der(east_pki / "site-east.crt")
     assert sites["east"].daemon.config.site_key == east_pki / "site-east.key"
+
+
+@pytest.mark.parametrize("linked", ["unix"], indirect=True)
+def test_over_unix_sockets_the_certificate_is_checked_for_localhost(linked):
+    """A unix socket has no host name: the caller checks the certificate
+    for "localhost" (the dev stack's links, through its WAN relays)."""
+    root, ports, sites = linked
+    east, west, a, b, _ = bind(sites)
+    wait_phase(east, "team-a", "net-a", "to-b", "Bound")
+    wait_phase(west, "team-b", "net-b", "to-a", "Bound")
+    for here, other in (("east", "west"), ("west", "east")):
+        assert wait(lambda: link(sites[here], other)["reachable"], f"{here}'s link to {other}")
 
 
 def test_a_certificate_that_names_another_site_is_refused_in_one_line(linked):
