@@ -35,6 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 ADMIN_TOKEN = "np_admin_" + "a" * 40
 PASSPHRASE = "netpeer-tests"
 
+#: Bytes that are no protobuf message of netpeer's, by what is wrong with them.
+MALFORMED_PROTOBUF = {
+    "a string that is not UTF-8": b"\x0a\x03\xff\xfe\xfd",
+    "a truncated string": b"\x0a\x10abc",
+    "groups nested 1,000 deep": b"\x0b" * 1000 + b"\x0c" * 1000,
+    "groups nested 5,000 deep": b"\x0b" * 5000 + b"\x0c" * 5000,
+    "an end of group without its start": b"\x0c",
+    "an invalid wire type": b"\x0e\x01",
+    "a varint that never ends": b"\x10" + b"\xff" * 11,
+}
+
 CENTRAL_TOOLS = ("ovsdb-server", "ovsdb-tool", "ovn-northd", "ovn-nbctl", "ovn-sbctl")
 CHASSIS_TOOLS = ("ovs-vswitchd", "ovs-vsctl", "ovs-appctl", "ovn-controller", "ip")
 

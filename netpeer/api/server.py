@@ -28,7 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from netpeer import errors
-from netpeer.api import convert
+from netpeer.api import convert, intake
 from netpeer.api.errors import code_for
 from netpeer.api.notifier import Notifier
 from netpeer.api.servicers import READ, WRITE, NetworkHandlers, StatusHandlers, TokenHandlers
@@ -57,9 +57,30 @@ class Limits:
     connection_age_s: int = 3600      # every connection is closed (GOAWAY) after this ...
     connection_age_grace_s: int = 60  # ... leaving its calls this long to finish
     keepalive_s: int = 60             # the server pings idle connections this often
-    max_message_bytes: int = 4 << 20
+    # The most a request may weigh (bytes): request_bytes, or what larger_requests names for its method;
+    # each above the largest request the method can legitimately be sent (names of 63 characters,
+    # descriptions of 1,024 characters of 4 bytes, 16 subnets and 256 routes, 1,000 requests in a batch:
+    # tests/unit/test_intake.py builds them). A larger request is refused unparsed (netpeer.api.intake).
+    request_bytes: int = 4 << 10                                         # the others: at most 253 bytes
+    larger_requests: tuple[tuple[str, int], ...] = (
+        ("/netpeer.v1.NetworkService/CreateNetwork", 64 << 10),          # at most 27.7 KB
+        ("/netpeer.v1.NetworkService/UpdateNetwork", 64 << 10),          # 27.6 KB
+        ("/netpeer.v1.NetworkService/CreatePeering", 12 << 10),          # 4.5 KB
+        ("/netpeer.v1.NetworkService/UpdatePeering", 12 << 10),          # 5.1 KB (a Peering as read)
+        ("/netpeer.v1.NetworkService/BatchCreatePeerings", 6 << 20),     # 4.5 MB
+        ("/netpeer.v1.TokenService/CreateToken", 128 << 10))             # 69 KB with 1,000 namespaces
+    # The most one answer may weigh (a batch of 1,000 peerings: 5.1 MB; a network with 500 Bound peers
+    # of 272 prefixes each: 6.3 MB); gRPC does not send a larger one.
+    answer_bytes: int = intake.ANSWER_BYTES
+
+    def request_limit(self, method: str) -> int:
+        """The most a request of ``method`` (``/package.Service/Method``) may weigh."""
+        return dict(self.larger_requests).get(method, self.request_bytes)
 
     def options(self) -> list[tuple[str, int]]:
+        # gRPC's own limits are the last resort: above the largest request any method takes, gRPC
+        # refuses it without reading it (RESOURCE_EXHAUSTED, not counted in the metrics).
+        largest = max([self.request_bytes] + [limit for _, limit in self.larger_requests])
         return [("grpc.max_concurrent_streams", self.streams_per_connection),
                 ("grpc.max_connection_idle_ms", self.connection_idle_s * 1000),
                 ("grpc.max_connection_age_ms", self.connection_age_s * 1000),
@@ -67,8 +88,8 @@ class Limits:
                 ("grpc.keepalive_time_ms", self.keepalive_s * 1000),
                 ("grpc.keepalive_timeout_ms", 20_000),
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-                ("grpc.max_receive_message_length", self.max_message_bytes),
-                ("grpc.max_send_message_length", self.max_message_bytes)]
+                ("grpc.max_receive_message_length", largest),
+                ("grpc.max_send_message_length", self.answer_bytes)]
 
 
 def _token(context) -> str | None:
@@ -92,13 +113,6 @@ class _Pools:
         self.write.shutdown(wait=False, cancel_futures=True)
 
 
-def _metadata(context, key: str) -> str | None:
-    for k, v in context.invocation_metadata() or ():
-        if k == key:
-            return v
-    return None
-
-
 async def abort(context, code: grpc.StatusCode, message: str, trailer) -> None:
     """Ends the call with ``code`` (raises ``AbortError``, as ``context.abort``
     does). A caller that already gave up (its deadline passed while the call
@@ -120,7 +134,7 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
 
     async def method(self, request, context):
         loop = asyncio.get_running_loop()
-        rid = logs.new_request_id(_metadata(context, logs.REQUEST_ID_KEY))
+        rid = logs.new_request_id(intake.metadata(context, logs.REQUEST_ID_KEY))
         logs.request_id.set(rid)
         trailer = ((logs.REQUEST_ID_KEY, rid),)
         started, code = time.perf_counter(), "OK"
@@ -267,7 +281,9 @@ class Server:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _build(self, tls_cert, tls_key, client_ca) -> int:
-        self._server = grpc.aio.server(options=self.limits.options())
+        # Every request of every service passes the intake first (sizes, malformed requests).
+        self.intake = intake.Intake(self.limits.request_limit, self.metrics)
+        self._server = grpc.aio.server(options=self.limits.options(), interceptors=[self.intake])
         for base, adder, handlers in (
                 (pb_grpc.NetworkServiceServicer, pb_grpc.add_NetworkServiceServicer_to_server, NetworkHandlers),
                 (pb_grpc.TokenServiceServicer, pb_grpc.add_TokenServiceServicer_to_server, TokenHandlers),

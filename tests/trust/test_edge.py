@@ -1,0 +1,173 @@
+"""The gRPC edge against hostile requests, netpeerd a real process:
+malformed protobuf, and the largest legitimate requests and answers
+(netpeer.api.intake, Limits in netpeer.api.server).
+
+- Malformed protobuf answers INVALID_ARGUMENT with one line, before
+  authentication, on every service (health and reflection too); 1,000 of
+  them log a line or two, no traceback, and are counted in
+  ``netpeer_rpc_requests_total``.
+- The largest batch netpeer's limits allow (1,000 consents, longest names
+  and descriptions) is taken and answered.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import os
+import socket
+import time
+import urllib.request
+import uuid
+from datetime import timedelta
+
+import grpc
+
+from netpeer.core.validate import DESCRIPTION_MAX
+from netpeer.service.batch import MAX_REQUESTS
+from netpeer.v1 import netpeer_pb2 as pb
+from tests.support import ADMIN_TOKEN, MALFORMED_PROTOBUF, netpeerd_process
+from tests.trust import report
+
+NET = "/netpeer.v1.NetworkService/"
+HEALTH = "/grpc.health.v1.Health/"
+REFLECTION = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+SHAPES = {"unary": "unary_unary", "stream": "unary_stream", "streams": "stream_stream"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(url: str) -> dict[str, float]:
+    out = {}
+    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+@contextlib.contextmanager
+def running_netpeerd(ovn, state_dir):
+    """netpeerd as a child process with metrics; stopped by its pid."""
+    port = free_port()
+    process = netpeerd_process(state_dir, ovn.nb_remote, metrics_listen=f"127.0.0.1:{port}")
+    try:
+        process.start(sweep=True)
+        yield process, f"http://127.0.0.1:{port}/metrics"
+    finally:
+        process.stop()
+
+
+def raw_call(channel, path: str, data: bytes, shape: str = "unary", metadata=(), timeout: float = 60):
+    """Sends ``data`` as it is; (status code name, details) of the answer."""
+    identity = dict(request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    method = getattr(channel, SHAPES[shape])(path, **identity)
+    try:
+        if shape == "unary":
+            method(data, metadata=metadata, timeout=timeout)
+        else:
+            for _ in method(iter([data]) if shape == "streams" else data, metadata=metadata, timeout=timeout):
+                pass
+        return "OK", ""
+    except grpc.RpcError as exc:
+        return exc.code().name, exc.details() or ""
+
+
+def channel(endpoint: str) -> grpc.Channel:
+    return grpc.insecure_channel(endpoint, options=[("grpc.max_send_message_length", -1),
+                                                    ("grpc.max_receive_message_length", -1)])
+
+
+# ---------------------------------------------------------------- malformed protobuf
+# Within every method's limit (GetNetwork's is 4 KiB): refused because they do not parse.
+MALFORMED_HERE = {k: v for k, v in MALFORMED_PROTOBUF.items() if len(v) < 4096}
+TARGETS = [  # (path, shape, the type named in the answer, the method's label in the metrics)
+    (NET + "GetNetwork", "unary", "netpeer.v1.GetNetworkRequest", "GetNetwork"),
+    (NET + "CreateNetwork", "unary", "netpeer.v1.CreateNetworkRequest", "CreateNetwork"),
+    (NET + "BatchCreatePeerings", "unary", "netpeer.v1.BatchCreatePeeringsRequest", "BatchCreatePeerings"),
+    (NET + "Watch", "stream", "netpeer.v1.WatchRequest", "Watch"),
+    ("/netpeer.v1.TokenService/CreateToken", "unary", "netpeer.v1.CreateTokenRequest", "CreateToken"),
+    (HEALTH + "Check", "unary", "grpc.health.v1.HealthCheckRequest", "grpc.health.v1.Health/Check"),
+    (HEALTH + "Watch", "stream", "grpc.health.v1.HealthCheckRequest", "grpc.health.v1.Health/Watch"),
+    (REFLECTION, "streams", "grpc.reflection.v1alpha.ServerReflectionRequest",
+     "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"),
+]
+
+
+#: Over the limit of every method but BatchCreatePeerings (field 1, never parsed).
+OVERSIZE = pb.GetNetworkRequest(name="x" * (200 << 10)).SerializeToString()
+
+
+def test_malformed_requests_answer_one_line_and_log_a_few(ovn, state_dir, request):
+    calls = 1000
+    kinds = sorted(MALFORMED_HERE) + ["too large"]
+    plan = [(TARGETS[i % len(TARGETS)], kinds[(i // len(TARGETS)) % len(kinds)]) for i in range(calls)]
+    # A batch may weigh megabytes: it gets one more kind of malformed request instead.
+    plan = [(target, kinds[0] if kind == "too large" and target[0] == NET + "BatchCreatePeerings" else kind)
+            for target, kind in plan]
+    with running_netpeerd(ovn, state_dir) as (process, url):
+        lines_before = len(process.log.read_text(errors="replace").splitlines())
+        counted_before = scrape(url)
+        with channel(process.endpoint) as ch:
+            def one(item):
+                (path, shape, _, _), kind = item
+                data = OVERSIZE if kind == "too large" else MALFORMED_HERE[kind]
+                return raw_call(ch, path, data, shape, timeout=30)   # no token: refused before authentication
+            with cf.ThreadPoolExecutor(8) as pool:
+                answers = list(pool.map(one, plan))
+            with grpc.insecure_channel(process.endpoint) as plain:   # and the server still serves
+                assert raw_call(plain, "/netpeer.v1.TokenService/GetCaller", b"",
+                                metadata=(("authorization", f"Bearer {ADMIN_TOKEN}"),)) == ("OK", "")
+        counted = scrape(url)
+        log = process.log.read_text(errors="replace").splitlines()[lines_before:]
+    refused = {f'netpeer_rpc_requests_total{{code="{code}",method="{label}"}}'
+               for _, _, _, label in TARGETS for code in ("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED")}
+    total = sum(counted.get(key, 0) - counted_before.get(key, 0) for key in refused)
+    report.publish(request, "edge-malformed", {
+        "calls": calls, "log_lines": len(log), "tracebacks": sum("Traceback" in line for line in log),
+        "counted": total, "codes": sorted({code for code, _ in answers}), "load": round(os.getloadavg()[0], 2)})
+    for ((path, _, message_type, _), kind), (code, details) in zip(plan, answers):
+        if kind == "too large":
+            assert code == "RESOURCE_EXHAUSTED" and details.startswith(
+                f"request: {len(OVERSIZE):,} bytes is more than"), (path, code, details)
+        else:
+            assert code == "INVALID_ARGUMENT", (path, kind, code, details)
+            assert details.startswith(f"request: {len(MALFORMED_HERE[kind]):,} bytes are not a valid "
+                                      f"{message_type} message ("), (path, kind, details)
+        assert "\n" not in details
+    assert not [line for line in log if "Traceback" in line or " ERROR " in line], log[:20]
+    assert len(log) <= 3, log[:20]     # one WARNING, another a minute later at most
+    assert total == calls, {k: counted.get(k, 0) - counted_before.get(k, 0) for k in refused}
+
+
+# ---------------------------------------------------------------- the largest legitimate requests and answers
+def longest_name(prefix: str, i: int = 0) -> str:
+    return f"{prefix}{'x' * (63 - len(prefix) - 4)}{i:04d}"
+
+
+def test_the_largest_legitimate_batch_is_taken_and_answered(netpeerd, request):
+    """1,000 consents with the longest names and descriptions (1,024
+    characters of 4 bytes each): a 4.5 MB request and a 5.1 MB answer, both
+    over gRPC's default of 4 MiB."""
+    ns, description = longest_name("ns"), "\U0001F600" * DESCRIPTION_MAX
+    networks = [longest_name("net", i) for i in range(2)]   # 500 peerings each: the default quota
+    with netpeerd.client() as admin:
+        for i, name in enumerate(networks):
+            admin.create_network(ns, name, [f"10.{i}.0.0/24"])
+        halves = [dict(namespace=ns, network=networks[i % 2], name=longest_name("p", i),
+                       remote_namespace=longest_name("remote"), remote_network=longest_name("far", i),
+                       remote_uid=str(uuid.uuid4()), ttl=timedelta(days=365), description=description)
+                  for i in range(MAX_REQUESTS)]
+        started = time.monotonic()
+        made = admin.create_peerings(halves)
+        seconds = time.monotonic() - started
+        listed = admin.list_peerings(ns, networks[0])
+    report.publish(request, "edge-largest-batch", {"requests": len(made), "seconds": round(seconds, 2),
+                                                   "load": round(os.getloadavg()[0], 2)})
+    assert [p["name"] for p in made] == [h["name"] for h in halves]
+    assert all(p["description"] == description and p["phase"] == "Pending" for p in made)
+    assert len(listed) == MAX_REQUESTS // 2
