@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import inspect
 import logging
 import time
@@ -145,13 +146,25 @@ class Intake(grpc.aio.ServerInterceptor):
     first call and kept (the server's handlers never change; unknown
     methods are not kept)."""
 
+    #: The youngest objects are collected after this many calls. gRPC leaves
+    #: a reference cycle behind every call (its method look-up's closure),
+    #: holding the call's metadata (up to 8 KiB), and netpeerd collects
+    #: cycles rarely (daemon.GC_THRESHOLDS): calls with 7 kB of metadata held
+    #: 28-90 MiB until a collection came. A collection of the youngest
+    #: objects alone is quick (0.5 ms for 50,000).
+    COLLECT_EVERY = 1000
+
     def __init__(self, limit: Callable[[str], int], metrics):
         self._limit = limit
         self._metrics = metrics
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
+        self._calls = 0
         self.refusals = Sparse("refused requests that were too large or did not parse")
 
     async def intercept_service(self, continuation, details):
+        self._calls += 1
+        if self._calls % self.COLLECT_EVERY == 0:
+            gc.collect(0)
         handler = self._handlers.get(details.method)
         if handler is None:
             inner = await continuation(details)

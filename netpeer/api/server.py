@@ -130,7 +130,8 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
     """An async gRPC method: authenticates on the read pool, runs ``fn`` on
     the pool of its kind, and maps every netpeer error to its status code;
     anything else is logged and answered INTERNAL. Every answer carries the
-    call's request id in its trailing metadata; its logs carry it too."""
+    call's request id in its trailing metadata; its logs carry it too.
+    Errors end the call without raising (``intake.fail``)."""
 
     async def method(self, request, context):
         loop = asyncio.get_running_loop()
@@ -142,29 +143,26 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
         def run(pool, call, *args):   # the executor thread sees the request id too
             return loop.run_in_executor(pool, contextvars.copy_context().run, call, *args)
         try:
-            caller = await run(pools.read, service.authenticate, _token(context))
-            remaining = context.time_remaining()
-            if remaining is not None and remaining <= 0:
-                # Queued behind others until the caller gave up: do not act on it any more.
-                code = "DEADLINE_EXCEEDED"
-                await abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran",
-                             trailer)
-            answer = await run(pools.of(kind), fn, request, caller)
-            context.set_trailing_metadata(trailer)
-            return answer
-        except errors.NetpeerError as exc:
-            code = code_for(exc).name
-            await abort(context, code_for(exc), exc.message, trailer)
-        except asyncio.CancelledError:
-            code = "CANCELLED"
-            raise
-        except Exception as exc:
-            if isinstance(exc, grpc.aio.AbortError):
+            try:
+                caller = await run(pools.read, service.authenticate, _token(context))
+                remaining = context.time_remaining()
+                if remaining is not None and remaining <= 0:
+                    # Queued behind others until the caller gave up: do not act on it any more.
+                    status, message = grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran"
+                else:
+                    answer = await run(pools.of(kind), fn, request, caller)
+                    context.set_trailing_metadata(trailer)
+                    return answer
+            except errors.NetpeerError as exc:
+                status, message = code_for(exc), exc.message
+            except asyncio.CancelledError:
+                code = "CANCELLED"
                 raise
-            code = "INTERNAL"
-            LOG.exception("internal error in %s", fn.__name__)
-            await abort(context, grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})",
-                         trailer)
+            except Exception:
+                LOG.exception("internal error in %s", fn.__name__)
+                status, message = grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})"
+            code = status.name
+            intake.fail(context, status, message, trailer)
         finally:
             metrics.rpc(fn.__name__, code, time.perf_counter() - started)
 
