@@ -70,7 +70,7 @@ class Limits:
         ("/netpeer.v1.NetworkService/BatchCreatePeerings", 6 << 20),     # 4.5 MB
         ("/netpeer.v1.TokenService/CreateToken", 128 << 10))             # 69 KB with 1,000 namespaces
     # The most one answer may weigh (a batch of 1,000 peerings: 5.1 MB; a network with 500 Bound peers
-    # of 272 prefixes each: 6.3 MB); gRPC does not send a larger one.
+    # of 272 prefixes each: 6.3 MB); a larger one is an error of one line (RESOURCE_EXHAUSTED), never sent.
     answer_bytes: int = intake.ANSWER_BYTES
 
     def request_limit(self, method: str) -> int:
@@ -126,12 +126,17 @@ async def abort(context, code: grpc.StatusCode, message: str, trailer) -> None:
         raise asyncio.CancelledError() from None
 
 
-def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
+def _unary(service: Service, pools: _Pools, kind: str, fn, metrics, limits: Limits, oversize: intake.Sparse):
     """An async gRPC method: authenticates on the read pool, runs ``fn`` on
     the pool of its kind, and maps every netpeer error to its status code;
-    anything else is logged and answered INTERNAL. Every answer carries the
-    call's request id in its trailing metadata; its logs carry it too.
-    Errors end the call without raising (``intake.fail``)."""
+    anything else is logged and answered INTERNAL. An answer larger than
+    ``limits.answer_bytes`` is not sent: RESOURCE_EXHAUSTED. Every answer
+    carries the call's request id in its trailing metadata; its logs carry
+    it too. Errors end the call without raising (``intake.fail``)."""
+
+    def answer(request, caller):   # sized where it was made, off the event loop
+        out = fn(request, caller)
+        return out, out.ByteSize()
 
     async def method(self, request, context):
         loop = asyncio.get_running_loop()
@@ -150,9 +155,15 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
                     # Queued behind others until the caller gave up: do not act on it any more.
                     status, message = grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran"
                 else:
-                    answer = await run(pools.of(kind), fn, request, caller)
-                    context.set_trailing_metadata(trailer)
-                    return answer
+                    out, size = await run(pools.of(kind), answer, request, caller)
+                    if size <= limits.answer_bytes:
+                        context.set_trailing_metadata(trailer)
+                        return out
+                    status = grpc.StatusCode.RESOURCE_EXHAUSTED
+                    message = (f"answer: {size:,} bytes is more than netpeerd sends in one answer "
+                               f"({limits.answer_bytes:,} bytes at most)"
+                               + ("; the call itself was carried out" if kind == WRITE else ""))
+                    oversize.note(f"{fn.__name__}: {message} [request {rid}]")
             except errors.NetpeerError as exc:
                 status, message = code_for(exc), exc.message
             except asyncio.CancelledError:
@@ -214,7 +225,8 @@ def _watch(service: Service, pools: _Pools, notifier: Notifier):
     return Watch
 
 
-def _servicer(base: type, handlers: object, service: Service, pools: _Pools, notifier: Notifier, metrics):
+def _servicer(base: type, handlers: object, service: Service, pools: _Pools, notifier: Notifier, metrics,
+              limits: Limits, oversize: intake.Sparse):
     """An instance of the generated servicer ``base`` whose methods are the
     handlers of ``handlers``."""
     methods = {}
@@ -222,7 +234,7 @@ def _servicer(base: type, handlers: object, service: Service, pools: _Pools, not
         fn = getattr(handlers, name)
         kind = getattr(fn, "netpeer_kind", None)
         if kind in (READ, WRITE):
-            methods[name] = _unary(service, pools, kind, fn, metrics)
+            methods[name] = _unary(service, pools, kind, fn, metrics, limits, oversize)
     if base is pb_grpc.NetworkServiceServicer:
         methods["Watch"] = _watch(service, pools, notifier)
     return type(base.__name__, (base,), methods)()
@@ -281,13 +293,14 @@ class Server:
     async def _build(self, tls_cert, tls_key, client_ca) -> int:
         # Every request of every service passes the intake first (sizes, malformed requests).
         self.intake = intake.Intake(self.limits.request_limit, self.metrics)
+        oversize = intake.Sparse("answers larger than netpeerd sends")
         self._server = grpc.aio.server(options=self.limits.options(), interceptors=[self.intake])
         for base, adder, handlers in (
                 (pb_grpc.NetworkServiceServicer, pb_grpc.add_NetworkServiceServicer_to_server, NetworkHandlers),
                 (pb_grpc.TokenServiceServicer, pb_grpc.add_TokenServiceServicer_to_server, TokenHandlers),
                 (pb_grpc.StatusServiceServicer, pb_grpc.add_StatusServiceServicer_to_server, StatusHandlers)):
-            adder(_servicer(base, handlers(self.service), self.service, self._pools, self.notifier, self.metrics),
-                  self._server)
+            adder(_servicer(base, handlers(self.service), self.service, self._pools, self.notifier, self.metrics,
+                            self.limits, oversize), self._server)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         for name in ("",) + SERVICES:   # until the first health check says otherwise

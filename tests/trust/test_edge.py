@@ -11,7 +11,9 @@ netpeer.api.server).
   them log a line or two, no traceback, and are counted in
   ``netpeer_rpc_requests_total``.
 - The largest batch netpeer's limits allow (1,000 consents, longest names
-  and descriptions) is taken and answered.
+  and descriptions) is taken and answered; list pages stop at
+  ``servicers.PAGE_BYTES``; an answer over ``Limits.answer_bytes`` is one
+  line, never sent.
 """
 
 from __future__ import annotations
@@ -28,11 +30,18 @@ import uuid
 from datetime import timedelta
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2
 
-from netpeer.core.validate import DESCRIPTION_MAX
+from netpeer import errors
+from netpeer.api import servicers
+from netpeer.api.client import Client
+from netpeer.api.server import Limits, Server
+from netpeer.core.models import Network, Route, utcnow
+from netpeer.core.validate import DESCRIPTION_MAX, MAX_ROUTES
 from netpeer.service.batch import MAX_REQUESTS
 from netpeer.v1 import netpeer_pb2 as pb
+from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 from tests.support import ADMIN_TOKEN, MALFORMED_PROTOBUF, netpeerd_process
 from tests.trust import report
 
@@ -245,7 +254,8 @@ def test_malformed_requests_answer_one_line_and_log_a_few(ovn, state_dir, reques
                for _, _, _, label in TARGETS for code in ("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED")}
     total = sum(counted.get(key, 0) - counted_before.get(key, 0) for key in refused)
     report.publish(request, "edge-malformed", {
-        "calls": calls, "log_lines": len(log), "tracebacks": sum("Traceback" in line for line in log),
+        "calls": calls, "log_lines": len(log), "log_lines_intake": sum("netpeer.api.intake" in line for line in log),
+        "tracebacks": sum("Traceback" in line for line in log),
         "counted": total, "codes": sorted({code for code, _ in answers}), "load": round(os.getloadavg()[0], 2)})
     for ((path, _, message_type, _), kind), (code, details) in zip(plan, answers):
         if kind == "too large":
@@ -257,7 +267,8 @@ def test_malformed_requests_answer_one_line_and_log_a_few(ovn, state_dir, reques
                                       f"{message_type} message ("), (path, kind, details)
         assert "\n" not in details
     assert not [line for line in log if "Traceback" in line or " ERROR " in line], log[:20]
-    assert len(log) <= 3, log[:20]     # one WARNING, another a minute later at most
+    refusals = [line for line in log if "netpeer.api.intake" in line]
+    assert len(refusals) <= 2, refusals[:20]     # one WARNING, another a minute later at most
     assert total == calls, {k: counted.get(k, 0) - counted_before.get(k, 0) for k in refused}
 
 
@@ -288,3 +299,51 @@ def test_the_largest_legitimate_batch_is_taken_and_answered(netpeerd, request):
     assert [p["name"] for p in made] == [h["name"] for h in halves]
     assert all(p["description"] == description and p["phase"] == "Pending" for p in made)
     assert len(listed) == MAX_REQUESTS // 2
+
+
+def test_list_pages_stop_at_their_byte_limit(netpeerd):
+    """300 networks of 16 kB each (256 routes, a long description): the
+    CLI's pages of 500 once made a 4.8 MB answer that gRPC would not send."""
+    now = utcnow()
+    routes = tuple(Route(f"2001:db8:{j:x}:ffff:ffff:ffff:ffff:ff00/120") for j in range(MAX_ROUTES))
+    with netpeerd.store.write() as tx:   # straight into the store: their OVN rows play no part in a list
+        for i in range(300):
+            tx.put_network(Network("big", f"net-{i:03d}", str(uuid.uuid4()), (f"10.{i // 256}.{i % 256}.0/24",),
+                                   routes, description="\U0001F600" * DESCRIPTION_MAX, create_time=now,
+                                   update_time=now))
+    with netpeerd.client() as admin:
+        listed = admin.list_networks("big")                       # pages of 500, as the CLI asks
+    assert [n["name"] for n in listed] == [f"net-{i:03d}" for i in range(300)]
+    with channel(netpeerd.endpoint) as ch:
+        page = pb_grpc.NetworkServiceStub(ch).ListNetworks(
+            pb.ListNetworksRequest(parent="namespaces/big", page_size=1000),
+            metadata=(("authorization", f"Bearer {ADMIN_TOKEN}"),), timeout=60)
+    one = page.networks[0].ByteSize()
+    assert 0 < len(page.networks) < 300 and page.next_page_token
+    assert page.ByteSize() <= servicers.PAGE_BYTES + one + 16, (page.ByteSize(), len(page.networks))
+
+
+def test_an_answer_over_the_limit_is_one_line_and_not_sent(netpeerd, state_dir, caplog):
+    """A server of the same service whose answers may weigh 10 kB: a network
+    of 16 kB is refused with one line, nothing is logged at ERROR, and a
+    write whose answer is refused was made."""
+    with netpeerd.client() as admin:
+        admin.create_network("a", "wide", ["10.1.0.0/24", "fd00:a::/64"],
+                             routes=[f"2001:db8:{j:x}:ffff:ffff:ffff:ffff:ff00/120" for j in range(MAX_ROUTES)],
+                             description="\U0001F600" * DESCRIPTION_MAX)
+    small = Server(netpeerd.service, f"unix://{state_dir / 'small.sock'}", limits=Limits(answer_bytes=10_000))
+    small.start()
+    try:
+        with caplog.at_level("WARNING"), Client(f"unix://{state_dir / 'small.sock'}", ADMIN_TOKEN) as c:
+            with pytest.raises(errors.ResourceExhausted) as got:
+                c.get_network("a", "wide")
+            assert got.value.message.startswith("answer: ") and \
+                got.value.message.endswith("bytes is more than netpeerd sends in one answer (10,000 bytes at most)")
+            with pytest.raises(errors.ResourceExhausted) as got:
+                c.update_network("a", "wide", description="changed")
+            assert got.value.message.endswith("; the call itself was carried out")
+    finally:
+        small.stop()
+    with netpeerd.client() as admin:
+        assert admin.get_network("a", "wide")["description"] == "changed"
+    assert not [r for r in caplog.records if r.levelno >= 40], [r.getMessage() for r in caplog.records]
