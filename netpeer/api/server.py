@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import ipaddress
 import logging
-import socket
 import threading
 import time
 from concurrent import futures
@@ -32,6 +30,7 @@ from netpeer.api import convert, intake
 from netpeer.api.errors import code_for
 from netpeer.api.notifier import Notifier
 from netpeer.api.servicers import READ, WRITE, NetworkHandlers, StatusHandlers, TokenHandlers
+from netpeer.listen import check_listen, is_local_address
 from netpeer.observe import logs
 from netpeer.observe.metrics import NONE
 from netpeer.service import Service
@@ -238,30 +237,6 @@ def _servicer(base: type, handlers: object, service: Service, pools: _Pools, not
     if base is pb_grpc.NetworkServiceServicer:
         methods["Watch"] = _watch(service, pools, notifier)
     return type(base.__name__, (base,), methods)()
-
-
-def is_local_address(address: str) -> bool:
-    """Unix sockets, and addresses whose host resolves to loopback only, may
-    run without TLS. The check is on the resolved addresses, never on the
-    spelling: ``127.0.0.1.evil.example`` resolving elsewhere is not loopback."""
-    if address.startswith("unix:"):
-        return True
-    host = address.rsplit(":", 1)[0].strip("[]")
-    if not host:
-        return False
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError):
-        return False
-    resolved = {info[4][0] for info in infos}
-    return bool(resolved) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in resolved)
-
-
-def check_listen(address: str, tls: bool) -> None:
-    """Refuses a plaintext listener anywhere but loopback or a unix socket."""
-    if not tls and not is_local_address(address):
-        raise errors.InvalidArgument.for_field(
-            "listen", address, "is not loopback or a unix socket: configure [tls] cert and key")
 
 
 class Server:
