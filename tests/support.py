@@ -69,6 +69,25 @@ def require_ovn(chassis: bool = False) -> None:
         pytest.fail("; ".join(reasons) + ": run scripts/setup.sh (or `make test`) as root")
 
 
+def make_pki(d: Path) -> Path:
+    """In ``d``: a CA (ca.crt), a server certificate for localhost and
+    127.0.0.1 (server.crt, server.key) and a client certificate (client.crt,
+    client.key), made by openssl."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    d.mkdir(parents=True)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=netpeer-test-ca")
+    for name, san in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "subjectAltName=DNS:client")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN={name}")
+        (d / f"{name}.ext").write_text(san + "\n")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
+    return d
+
+
 def netpeerd_config(directory: Path, ovn_nb: str, *, sweep_interval: str = "30s", ovn_timeout: str = "10s",
                     log_level: str = "INFO", listen: str | None = None, **extra) -> Config:
     """The configuration of a test's netpeerd in ``directory`` (admin token written there)."""
@@ -256,5 +275,5 @@ class Stack:
 
 
 
-__all__ = ["ADMIN_TOKEN", "ROOT", "Instances", "Netpeerd", "Stack", "netpeerd_config", "netpeerd_process", "require_ovn", "short_tmpdir",
+__all__ = ["ADMIN_TOKEN", "ROOT", "Instances", "Netpeerd", "Stack", "make_pki", "netpeerd_config", "netpeerd_process", "require_ovn", "short_tmpdir",
            "start_netpeerd", "wait_first_sweep"]

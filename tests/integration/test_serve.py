@@ -17,7 +17,7 @@ from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.config import Config
 from netpeer.daemon import Daemon
-from tests.support import ADMIN_TOKEN
+from tests.support import ADMIN_TOKEN, make_pki
 
 
 def free_port() -> int:
@@ -26,24 +26,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def pki(state_dir):
     """A CA, a server certificate for localhost/127.0.0.1, a client certificate."""
-    d = state_dir / "pki"
-    d.mkdir()
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-            "-subj", "/CN=netpeer-test-ca", cwd=d)
-    for name, san in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "subjectAltName=DNS:client")):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                "-subj", f"/CN={name}", cwd=d)
-        (d / f"{name}.ext").write_text(san + "\n")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
-    return d
+    return make_pki(state_dir / "pki")
 
 
 def run_serve(ovn, state_dir, listen, tls: str = "") -> Daemon:
