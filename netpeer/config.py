@@ -14,9 +14,11 @@ theirs with ``Config.write``).
     repair_max_delete_share = 0.25
     log_level = "INFO"
     log_format = "text"                  # or "json"
-    metrics_listen = "127.0.0.1:9464"    # Prometheus: http://127.0.0.1:9464/metrics
+    metrics_listen = "127.0.0.1:9464"    # Prometheus: http://127.0.0.1:9464/metrics (TLS unless loopback or unix)
     [tls]
     cert = "..."  key = "..."  client_ca = "..."
+    [metrics]                            # optional: the endpoint's own cert and key (default: [tls]'s), and
+    cert = "..."  key = "..."            # bearer_token_file, or basic_auth_username + basic_auth_password_file
     [quotas]
     networks_per_namespace = 1000  peerings_per_network = 500  pending_peerings_per_namespace = 2000
 
@@ -46,6 +48,7 @@ from pathlib import Path
 from netpeer.core import validate
 from netpeer.core.models import Quotas
 from netpeer.errors import InvalidArgument
+from netpeer.listen import check_listen, host_port
 from netpeer.ovn.connection import parse_remotes
 from netpeer.store.base import is_url
 
@@ -83,7 +86,14 @@ class Config:
     tls_client_ca: Path | None = None
     log_level: str = "INFO"
     log_format: str = "text"          # or "json": one object per line, with request ids
-    metrics_listen: str | None = None  # host:port of the Prometheus endpoint (/metrics); None: off
+    metrics_listen: str | None = None  # host:port or unix:///path of the Prometheus endpoint (/metrics); None: off
+    #: [metrics]: the endpoint's certificate and key (default: [tls]'s), and
+    #: who may scrape: a bearer token, or a user name and password (basic).
+    metrics_cert: Path | None = None
+    metrics_key: Path | None = None
+    metrics_bearer_token_file: Path | None = None
+    metrics_basic_auth_username: str | None = None
+    metrics_basic_auth_password_file: Path | None = None
     quotas: Quotas = Quotas()
     #: Replicas (PostgreSQL store): the sweeping replica renews a lease of this
     #: length; another one takes over at most this long after it died.
@@ -121,6 +131,10 @@ class Config:
                                    ("client_ca", self.tls_client_ca)) if v is not None]
         if tls:
             lines += ["[tls]"] + [f"{k} = {q(v)}" for k, v in tls]
+        metrics = [(f.name[len("metrics_"):], getattr(self, f.name)) for f in dataclasses.fields(self)
+                   if f.name.startswith("metrics_") and f.name != "metrics_listen"]
+        if any(v is not None for _, v in metrics):
+            lines += ["[metrics]"] + [f"{k} = {q(v)}" for k, v in metrics if v is not None]
         if self.site:
             lines.insert(0, f"site = {q(self.site)}")
             ic = [(k, v) for k, v in (("listen", self.site_listen), ("gateway_group", self.gateway_group),
@@ -164,7 +178,7 @@ class Config:
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
                      "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format",
-                     "metrics_listen", "quotas", "leader_lease", "site", "interconnect", "sites"}, "")
+                     "metrics_listen", "metrics", "quotas", "leader_lease", "site", "interconnect", "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
@@ -186,11 +200,7 @@ class Config:
         log_format = raw.get("log_format", "text")
         if log_format not in ("text", "json"):
             raise InvalidArgument.for_field("log_format", log_format, "must be text or json")
-        metrics = raw.get("metrics_listen")
-        if metrics is not None:
-            host, _, port = str(metrics).rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise InvalidArgument.for_field("metrics_listen", metrics, "must be HOST:PORT (like 127.0.0.1:9464)")
+        metrics = _metrics(raw, p)
         share = raw.get("repair_max_delete_share", 0.25)
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise InvalidArgument.for_field("repair_max_delete_share", share, "must be a number above 0 and at most 1")
@@ -207,7 +217,7 @@ class Config:
         lease = validate.ttl("leader_lease", raw.get("leader_lease", "3s"))
         if not timedelta(seconds=1) <= lease <= timedelta(minutes=5):
             raise InvalidArgument.for_field("leader_lease", raw.get("leader_lease"), "must be from 1s to 5m")
-        return cls(
+        config = cls(
             listen=listen, store=store, ovn_nb=raw["ovn_nb"], leader_lease=lease,
             admin_token_file=p(raw.get("admin_token_file"), "admin_token_file"),
             owner=validate.name("owner", raw.get("owner", "netpeer")),
@@ -216,8 +226,67 @@ class Config:
             repair_max_delete_share=float(share),
             tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
-            log_level=level, log_format=log_format, metrics_listen=metrics, quotas=_quotas(raw),
-            **_sites(raw, p))
+            log_level=level, log_format=log_format, quotas=_quotas(raw), **metrics, **_sites(raw, p))
+        config.check_metrics()
+        return config
+
+    def check_metrics(self) -> None:
+        """The metrics endpoint follows ``listen``'s rule: plaintext only on
+        loopback or a unix socket, TLS otherwise (``[metrics]`` cert and key,
+        or ``[tls]``'s); its settings make sense together. One line naming
+        the setting and its value when not."""
+        if self.metrics_listen is None:
+            named = [f.name for f in dataclasses.fields(self) if f.name.startswith("metrics_")
+                     and getattr(self, f.name) is not None]
+            if named:
+                raise InvalidArgument.for_field(named[0].replace("metrics_", "metrics.", 1),
+                                                str(getattr(self, named[0])), "needs metrics_listen")
+            return
+        if not self.metrics_listen.startswith("unix:"):
+            host_port("metrics_listen", self.metrics_listen)
+        if (self.metrics_cert is None) != (self.metrics_key is None):
+            raise InvalidArgument.for_field("metrics", "cert/key", "needs both [metrics] cert and [metrics] key")
+        if self.metrics_bearer_token_file is not None and (self.metrics_basic_auth_username is not None
+                                                           or self.metrics_basic_auth_password_file is not None):
+            raise InvalidArgument.for_field("metrics.bearer_token_file", str(self.metrics_bearer_token_file),
+                                            "cannot be combined with basic_auth_*: choose one way to authenticate")
+        if (self.metrics_basic_auth_username is None) != (self.metrics_basic_auth_password_file is None):
+            raise InvalidArgument.for_field("metrics", "basic_auth_username/basic_auth_password_file",
+                                            "needs both [metrics] basic_auth_username and basic_auth_password_file")
+        user = self.metrics_basic_auth_username
+        if user is not None and (not user or ":" in user or not user.isprintable()):
+            raise InvalidArgument.for_field("metrics.basic_auth_username", user,
+                                            "must be a printable name without ':'")
+        check_listen(self.metrics_listen, tls=self.metrics_tls is not None, field="metrics_listen",
+                     remedy="configure [metrics] cert and key, or [tls] cert and key")
+
+    @property
+    def metrics_tls(self) -> tuple[str, Path, Path] | None:
+        """(setting, cert, key) the metrics endpoint serves TLS with, if any."""
+        if self.metrics_cert is not None and self.metrics_key is not None:
+            return "metrics.cert", self.metrics_cert, self.metrics_key
+        if self.tls_cert is not None and self.tls_key is not None:
+            return "tls.cert", self.tls_cert, self.tls_key
+        return None
+
+
+def _metrics(raw: dict, p) -> dict:
+    """``metrics_listen`` and ``[metrics]`` as Config fields (checked by
+    ``Config.check_metrics`` once the Config is made)."""
+    listen = raw.get("metrics_listen")
+    if listen is not None and (not isinstance(listen, str) or not listen):
+        raise InvalidArgument.for_field("metrics_listen", listen, "must be HOST:PORT (like 127.0.0.1:9464) "
+                                        "or unix:///PATH")
+    if isinstance(listen, str) and listen.startswith("unix:") and not listen.startswith("unix:///"):
+        listen = "unix://" + str(p(listen[len("unix:"):], "metrics_listen"))
+    table = _table(raw, "metrics", {"cert", "key", "bearer_token_file", "basic_auth_username",
+                                    "basic_auth_password_file"})
+    user = table.get("basic_auth_username")
+    if user is not None and not isinstance(user, str):
+        raise InvalidArgument.for_field("metrics.basic_auth_username", user, "must be a string")
+    return {"metrics_listen": listen, "metrics_basic_auth_username": user,
+            **{f"metrics_{k}": p(table.get(k), f"metrics.{k}")
+               for k in ("cert", "key", "bearer_token_file", "basic_auth_password_file")}}
 
 
 def _check_url(url: str) -> None:
