@@ -8,8 +8,8 @@ thread each, without limit. This one costs the same whatever clients do:
   answers; one more renders the exposition (prometheus_client's encoders
   over the registry). Neither number grows with clients.
 - At most ``Limits.connections`` connections are open. A new one beyond
-  that takes the place of the one that has waited longest for its request,
-  or is closed at once when every open one is being answered.
+  that takes the place of the one that has waited longest for its request
+  with nothing on its way in, or is closed at once when there is none.
 - A request must arrive within ``Limits.timeout`` seconds of the
   connection (or of the previous answer on a connection kept alive), and
   a TLS handshake must end within as long; otherwise the connection is
@@ -176,10 +176,11 @@ class MetricsEndpoint:
                 await asyncio.sleep(0.1)
                 continue
             if len(self._open) >= self.limits.connections:
-                if not self._waiting:       # every one is being answered: this one waits for nothing
+                idle = next((c for c in self._waiting if not c.pending()), None)
+                if idle is None:       # every one is being answered, or about to be: this one waits for nothing
                     sock.close()
                     continue
-                next(iter(self._waiting)).drop()
+                idle.drop()
             conn = _Connection(self, sock)
             self._open.add(conn)
             self._waiting[conn] = None
@@ -250,6 +251,16 @@ class _Connection(asyncio.Protocol):
                 ssl_handshake_timeout=self.server.limits.timeout if self.server.tls else None)
         except (OSError, ssl.SSLError, asyncio.TimeoutError, asyncio.CancelledError):
             self._gone()
+
+    def pending(self) -> bool:
+        """Whether bytes arrived that the loop has not read yet (a request,
+        or a TLS handshake, on its way in: not an idle connection)."""
+        try:
+            return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:       # reset, or closed already: nothing to wait for
+            return False
 
     def drop(self) -> None:
         """Closes the connection now, whatever it was doing."""
