@@ -21,6 +21,8 @@ theirs with ``Config.write``).
     cert = "..."  key = "..."            # bearer_token_file, or basic_auth_username + basic_auth_password_file
     [quotas]
     networks_per_namespace = 1000  peerings_per_network = 500  pending_peerings_per_namespace = 2000
+    [limits]                             # per token (netpeer.service.budget)
+    validate_only_lock_share = 0.1  validate_only_burst = "2s"  conflict_disclosures_per_minute = 5
 
 Cross-site peering (docs/cross-site.md): the site this netpeerd serves,
 where the other sites' netpeerds reach it, and one table per other site:
@@ -46,7 +48,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from netpeer.core import validate
-from netpeer.core.models import Quotas
+from netpeer.core.models import Quotas, TokenLimits
 from netpeer.errors import InvalidArgument
 from netpeer.listen import check_listen, host_port
 from netpeer.ovn.connection import parse_remotes
@@ -95,6 +97,7 @@ class Config:
     metrics_basic_auth_username: str | None = None
     metrics_basic_auth_password_file: Path | None = None
     quotas: Quotas = Quotas()
+    limits: TokenLimits = TokenLimits()
     #: Replicas (PostgreSQL store): the sweeping replica renews a lease of this
     #: length; another one takes over at most this long after it died.
     leader_lease: timedelta = timedelta(seconds=3)
@@ -141,6 +144,11 @@ class Config:
                                       ("cert", self.site_cert), ("key", self.site_key), ("ca", self.site_ca)) if v]
             lines += ["[interconnect]"] + [f"{k} = {q(v)}" for k, v in ic]
         lines += ["[quotas]"] + [f"{f.name} = {getattr(self.quotas, f.name)}" for f in dataclasses.fields(Quotas)]
+        # Settings at their defaults added since a release are left out, so an older netpeerd reads the file.
+        if self.limits != TokenLimits():
+            lines += ["[limits]", f"validate_only_lock_share = {self.limits.validate_only_lock_share!r}",
+                      f"validate_only_burst = {q(validate.format_duration(self.limits.validate_only_burst))}",
+                      f"conflict_disclosures_per_minute = {self.limits.conflict_disclosures_per_minute}"]
         for link in self.sites:
             lines += [f"[sites.{link.name}]", f"endpoint = {q(link.endpoint)}", f"secret_file = {q(link.secret_file)}",
                       f"transit_ipv4 = {q(link.transit_ipv4)}"]
@@ -178,7 +186,8 @@ class Config:
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
                      "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format",
-                     "metrics_listen", "metrics", "quotas", "leader_lease", "site", "interconnect", "sites"}, "")
+                     "metrics_listen", "metrics", "quotas", "limits", "leader_lease", "site", "interconnect",
+                     "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
@@ -226,7 +235,8 @@ class Config:
             repair_max_delete_share=float(share),
             tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
-            log_level=level, log_format=log_format, quotas=_quotas(raw), **metrics, **_sites(raw, p))
+            log_level=level, log_format=log_format, quotas=_quotas(raw), limits=_limits(raw), **metrics,
+            **_sites(raw, p))
         config.check_metrics()
         return config
 
@@ -380,3 +390,20 @@ def _quotas(raw: dict) -> Quotas:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000_000:
             raise InvalidArgument.for_field(f"quotas.{key}", value, "must be a whole number from 1 to 10000000")
     return Quotas(**table)
+
+
+def _limits(raw: dict) -> TokenLimits:
+    table = _table(raw, "limits", {f.name for f in dataclasses.fields(TokenLimits)})
+    share = table.get("validate_only_lock_share", TokenLimits.validate_only_lock_share)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise InvalidArgument.for_field("limits.validate_only_lock_share", share, "must be a number above 0 and "
+                                        "at most 1 (seconds of validation per second)")
+    burst = validate.ttl("limits.validate_only_burst", table.get("validate_only_burst", "2s"))
+    if burst > timedelta(hours=1):
+        raise InvalidArgument.for_field("limits.validate_only_burst", table["validate_only_burst"],
+                                        "must be from 1s to 1h")
+    per_minute = table.get("conflict_disclosures_per_minute", TokenLimits.conflict_disclosures_per_minute)
+    if isinstance(per_minute, bool) or not isinstance(per_minute, int) or not 1 <= per_minute <= 10_000:
+        raise InvalidArgument.for_field("limits.conflict_disclosures_per_minute", per_minute,
+                                        "must be a whole number from 1 to 10000")
+    return TokenLimits(float(share), burst, per_minute)

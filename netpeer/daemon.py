@@ -95,6 +95,8 @@ class Daemon:
         if config.site:
             self._link_sites(config)
         self.service.quotas = config.quotas
+        from netpeer.service.budget import Budgets
+        self.service.budgets = Budgets(config.limits)
         self.service.leadership = self.leadership
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
         self.service.reconciler.full_pass = config.full_sweep_interval.total_seconds()

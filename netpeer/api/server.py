@@ -39,6 +39,11 @@ from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 
 LOG = logging.getLogger(__name__)
 
+#: A refusal that says when to retry (``ResourceExhausted.retry_after``) is
+#: answered after that long, at most this long (s), or just before the
+#: caller's deadline.
+REFUSAL_DELAY_S = 1.0
+
 SERVICES = ("netpeer.v1.NetworkService", "netpeer.v1.TokenService", "netpeer.v1.StatusService")
 
 
@@ -165,6 +170,13 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics, limits: Limi
                     oversize.note(f"{fn.__name__}: {message} [request {rid}]")
             except errors.NetpeerError as exc:
                 status, message = code_for(exc), exc.message
+                delay = getattr(exc, "retry_after", None)
+                if delay:
+                    # A budget's refusal (netpeer.service.budget) is answered after a while, on this loop: a
+                    # client that calls again at once, whatever it is told, costs netpeerd a timer, not a core.
+                    remaining = context.time_remaining()
+                    await asyncio.sleep(max(0.0, min(delay, REFUSAL_DELAY_S,
+                                                     remaining if remaining else delay) - 0.05))
             except asyncio.CancelledError:
                 code = "CANCELLED"
                 raise

@@ -123,15 +123,18 @@ class NetworkHandlers:
     @handler(WRITE)
     def BatchCreatePeerings(self, request, caller: Caller):
         batch.check_size(len(request.requests))
-        halves = []
-        for i, child in enumerate(request.requests):
-            with batch.numbered(i):
-                if child.validate_only:
-                    raise errors.InvalidArgument.for_field("validate_only", "true", "is set on one request of a "
-                                                           "batch: set the batch's validate_only instead")
-                halves.append(_peering_request(child))
-        peerings = self.service.create_peerings(caller, halves, validate_only=request.validate_only)
-        return pb.BatchCreatePeeringsResponse(peerings=[convert.peering_to_pb(p) for p in peerings])
+        # A validate-only batch is admitted by its token's budget before its requests are read, and charged
+        # until its answer is made.
+        with self.service.validating(caller, request.validate_only):
+            halves = []
+            for i, child in enumerate(request.requests):
+                with batch.numbered(i):
+                    if child.validate_only:
+                        raise errors.InvalidArgument.for_field("validate_only", "true", "is set on one request of "
+                                                               "a batch: set the batch's validate_only instead")
+                    halves.append(_peering_request(child))
+            peerings = self.service.create_peerings(caller, halves, validate_only=request.validate_only)
+            return pb.BatchCreatePeeringsResponse(peerings=[convert.peering_to_pb(p) for p in peerings])
 
     @handler(READ)
     def GetPeering(self, request, caller: Caller):

@@ -252,6 +252,19 @@ class Quotas:
 
 
 @dataclasses.dataclass(frozen=True)
+class TokenLimits:
+    """Per-token budgets (``[limits]`` in the configuration;
+    ``netpeer.service.budget``): what answers that keep nothing may cost."""
+
+    #: Seconds validate-only calls may run (holding the write lock most of it) per second, in the long run ...
+    validate_only_lock_share: float = 0.1
+    #: ... and at once (a token's bucket, full after burst / share seconds without such calls).
+    validate_only_burst: timedelta = timedelta(seconds=2)
+    #: Answers telling of a conflict with a network Bound to the other side of a pair, per minute (and at once).
+    conflict_disclosures_per_minute: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
 class Caller:
     """Who made a request: the token's id, the namespaces it grants, admin."""
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Iterable
 
 from netpeer.core import consent
-from netpeer.core.consent import ONE_SITE, Sites
+from netpeer.core.consent import ONE_SITE, Reveal, Sites
 from netpeer.core.models import Peering, PeeringKey, Phase
 from netpeer.store.base import Transaction
 
@@ -38,9 +38,11 @@ def touched_by(tx: Transaction, changes: list[tuple[Peering | None, Peering | No
     return uids
 
 
-def resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime, sites: Sites = ONE_SITE) -> set[str]:
-    """Re-evaluates consent for these peerings; the networks to re-program."""
-    return touched_by(tx, consent.resolve(tx, keys, now, sites))
+def resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime, sites: Sites = ONE_SITE,
+            reveal: Reveal | None = None) -> set[str]:
+    """Re-evaluates consent for these peerings; the networks to re-program.
+    ``reveal``: see ``consent.resolve`` (the caller's disclosure budget)."""
+    return touched_by(tx, consent.resolve(tx, keys, now, sites, reveal))
 
 
 def remove_peering(tx: Transaction, old: Peering, now: datetime, sites: Sites = ONE_SITE) -> set[str]:

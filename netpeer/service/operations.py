@@ -10,11 +10,13 @@ than 400 lines; what several operations share lives in the modules it uses.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import threading
 import uuid
 from datetime import datetime
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from netpeer.core import consent, validate
 from netpeer.core.dataplane import Dataplane
@@ -25,6 +27,7 @@ from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidA
                             PermissionDenied, ResourceExhausted)
 from netpeer.service import batch, effects
 from netpeer import __version__
+from netpeer.service.budget import Budgets
 from netpeer.service.leader import Leadership, Solo
 from netpeer.service.programming import Programmer
 from netpeer.service.reconciler import Reconciler, SweepReport, SweepStatus
@@ -79,6 +82,9 @@ class Service:
         self.owner = owner
         self.clock = clock
         self.tokens = Tokens(store, lambda: self.clock())
+        #: Per-token budgets of answers that keep nothing (``[limits]``).
+        self.budgets = Budgets()
+        self._turn = threading.local()
         self.writes = WriteQueue(store, dataplane_, max_group)
         self.reconciler = Reconciler(store, dataplane_, self.writes, lambda: self.clock())
         self.programmer = Programmer(store, dataplane_, self.writes, lambda: self.clock())
@@ -111,13 +117,6 @@ class Service:
         return self.tokens.revoke(caller, token_or_id)
 
     @staticmethod
-    def _check_quota(used: int, limit: int, whose: str, what: str, key: str) -> None:
-        if used >= limit:
-            raise ResourceExhausted(
-                f"quota: {whose} {used} {what}, the most allowed (quotas.{key} = {limit}); nothing was "
-                "changed: delete some, or ask the operator to raise the quota", field=key, value=limit)
-
-    @staticmethod
     def _authorize(caller: Caller, namespace: str, field: str = "namespace") -> str:
         validate.name(field, namespace)
         if not caller.may_use(namespace):
@@ -125,15 +124,55 @@ class Service:
                                    field=field, value=namespace)
         return namespace
 
+    @staticmethod
+    def _check_quota(used: int, limit: int, whose: str, what: str, key: str) -> None:
+        if used >= limit:
+            raise ResourceExhausted(
+                f"quota: {whose} {used} {what}, the most allowed (quotas.{key} = {limit}); nothing was "
+                "changed: delete some, or ask the operator to raise the quota", field=key, value=limit)
+
     def _write(self, fn: Callable[[Transaction], tuple[object, set[str]]], validate_only: bool = False,
-               weight: int = 1):
+               weight: int = 1, caller: Caller | None = None):
         """Runs one write (see ``WriteQueue``; ``weight``: how many writes it
         stands for); with ``validate_only``, answers what it would answer and
-        keeps nothing."""
-        return self.writes.dry_run(fn) if validate_only else self.writes.run(fn, weight)
+        keeps nothing, charged to ``caller``'s validation budget (it holds
+        the write lock like a write)."""
+        if not validate_only:
+            return self.writes.run(fn, weight)
+        with self.validating(caller, True):
+            return self.writes.dry_run(fn)
 
-    def _resolve(self, tx: Transaction, keys: Iterable[PeeringKey], now: datetime) -> set[str]:
-        return effects.resolve(tx, keys, now, self.sites)
+    @contextlib.contextmanager
+    def validating(self, caller: Caller | None, validate_only: bool) -> Iterator[None]:
+        """A validate-only call of ``caller``, admitted by its token's
+        validation budget before any of its work is done and charged the
+        time it runs (``budget.Validation.turn``: RESOURCE_EXHAUSTED when
+        spent). The API enters it before it reads a batch's requests and
+        leaves it once the answer is made, so a refusal costs next to
+        nothing and an answer all it took; a nested entry (``_write``) is
+        part of the outer one. Nothing for a write, the admin, or a call
+        without a caller."""
+        if not validate_only or caller is None or caller.admin or getattr(self._turn, "held", False):
+            yield
+            return
+        with self.budgets.validation.turn(caller.token_id):
+            self._turn.held = True
+            try:
+                yield
+            finally:
+                self._turn.held = False
+
+    def _reveal(self, caller: Caller | None) -> consent.Reveal | None:
+        """What a write of ``caller`` tells of conflicts with third networks
+        costs (``budget.Disclosure``); free for the admin and for writes
+        nobody asked for (sweeps, exchanges)."""
+        if caller is None or caller.admin:
+            return None
+        return lambda found: self.budgets.disclosure(caller.token_id, found)
+
+    def _resolve(self, tx: Transaction, keys: Iterable[PeeringKey], now: datetime,
+                 caller: Caller | None = None) -> set[str]:
+        return effects.resolve(tx, keys, now, self.sites, self._reveal(caller))
 
     # ---------------------------------------------------------------- watch
     #: Events answered per call at most.
@@ -216,12 +255,12 @@ class Service:
             network = Network(namespace, name, str(uuid.uuid4()), subnets_, routes_, description, now, now, 1)
             tx.put_network(network)
             # Peerings that already point here may now match.
-            touched = {network.uid} | self._resolve(tx, consent.affected_by(tx, [key]), now)
+            touched = {network.uid} | self._resolve(tx, consent.affected_by(tx, [key]), now, caller)
             return self._view(tx, network), touched
 
         # The view as this write left it (re-reading after the commit could
         # see a concurrent delete and report a committed write as failed).
-        return self._write(op, validate_only)
+        return self._write(op, validate_only, caller=caller)
 
     def get_network(self, caller: Caller, namespace: str, name: str) -> NetworkView:
         self._authorize(caller, namespace)
@@ -281,7 +320,7 @@ class Service:
             prefixes_changed = (new.subnets, new.routes) != (old.subnets, old.routes)
             touched: set[str] = set()
             if prefixes_changed:
-                problems = consent.prefix_change_conflicts(tx, new)
+                problems = consent.prefix_change_conflicts(tx, new, self._reveal(caller))
                 if problems:
                     raise FailedPrecondition(
                         f"subnets/routes of {key}: {problems[0]}"
@@ -290,12 +329,12 @@ class Service:
                 tx.put_network(new)
                 # Our rows and every Bound peer's routes towards us, in one transaction.
                 touched = {new.uid} | {p.uid for p in consent.bound_peers(tx, key)}
-                touched |= self._resolve(tx, consent.affected_by(tx, [key]), now)
+                touched |= self._resolve(tx, consent.affected_by(tx, [key]), now, caller)
             else:
                 tx.put_network(new)
             return self._view(tx, new), touched
 
-        return self._write(op, validate_only)
+        return self._write(op, validate_only, caller=caller)
 
     def delete_network(self, caller: Caller, namespace: str, name: str, etag: str = "") -> None:
         self._authorize(caller, namespace)
@@ -333,19 +372,25 @@ class Service:
         (``SITE:NS/NETWORK`` on the command line); "" is this site."""
         request = batch.PeeringRequest(namespace, network, name, remote_network, remote_namespace, remote_uid, ttl,
                                        description, remote_site)
-        return self._write(self._consent(caller, request), validate_only)
+        return self._write(self._consent(caller, request), validate_only, caller=caller)
 
     def create_peerings(self, caller: Caller, requests: Sequence[batch.PeeringRequest],
                         validate_only: bool = False) -> list[Peering]:
         """Many consents in one write, all or none (``netpeer.service.batch``);
         the peerings in the order of ``requests``."""
         batch.check_size(len(requests))
-        ops = []
-        for i, request in enumerate(requests):
-            with batch.numbered(i):
-                ops.append(self._consent(caller, request))
-        if not ops:
-            return []
+        with self.validating(caller, validate_only):   # before the requests are checked: a refusal is cheap
+            ops = []
+            for i, request in enumerate(requests):
+                with batch.numbered(i):
+                    ops.append(self._consent(caller, request))
+            if not ops:
+                return []
+            return self._write(self._batch(ops), validate_only, weight=len(ops), caller=caller)
+
+    @staticmethod
+    def _batch(ops: list) -> Callable[[Transaction], tuple[object, set[str]]]:
+        """The write of a batch of consents (``_consent``), one after the other."""
 
         def op(tx: Transaction):
             made, touched = [], set()
@@ -357,7 +402,7 @@ class Service:
             # Read again: a later request may have bound an earlier one's half.
             return [tx.get_peering(key) for key in made], touched
 
-        return self._write(op, validate_only, weight=len(ops))
+        return op
 
     def _consent(self, caller: Caller, r: batch.PeeringRequest):
         """Checks one consent and returns the write that makes it."""
@@ -412,7 +457,7 @@ class Service:
             tx.put_peering(peering)
             # The remote's half too: it may be pinned to a network this one replaced.
             counterpart = tx.find_peering_to(remote_key, local.key)
-            touched |= self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), now)
+            touched |= self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), now, caller)
             return tx.get_peering(key), touched
 
         return op
@@ -478,10 +523,11 @@ class Service:
             touched: set[str] = set()
             if repin:
                 counterpart = tx.find_peering_to(old.remote_key, old.network_key)
-                touched = self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), self.clock())
+                touched = self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), self.clock(),
+                                        caller)
             return tx.get_peering(key), touched
 
-        return self._write(op, validate_only)
+        return self._write(op, validate_only, caller=caller)
 
     def delete_peering(self, caller: Caller, namespace: str, network: str, name: str, etag: str = "") -> None:
         self._authorize(caller, namespace)
@@ -495,6 +541,8 @@ class Service:
                 raise NotFound(f"peering {key} not found", field="peering", value=name)
             if etag and etag != old.etag:
                 raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag)
+            # Nothing a withdrawal re-decides is charged or refused to the
+            # caller (``_reveal``): a withdrawal always works.
             return None, effects.remove_peering(tx, old, self.clock(), self.sites)
 
         self._write(op)

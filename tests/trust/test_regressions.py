@@ -90,8 +90,8 @@ def test_a_write_reports_what_it_committed_even_if_another_write_follows(netpeer
     original = service._write
     competing = []
 
-    def write_then_someone_else_deletes(fn, validate_only=False):
-        result = original(fn, validate_only)
+    def write_then_someone_else_deletes(fn, validate_only=False, **kwargs):
+        result = original(fn, validate_only, **kwargs)
         if competing:
             action = competing.pop()
             action()  # another client's write lands between our commit and our answer
