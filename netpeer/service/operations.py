@@ -24,8 +24,8 @@ from netpeer.core.models import (Caller, Event, Network, NetworkKey, Peering, Pe
                                  DEFAULT_TTL, utcnow)
 from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
 from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, OutOfRange,
-                            PermissionDenied, ResourceExhausted)
-from netpeer.service import batch, effects
+                            PermissionDenied)
+from netpeer.service import batch, effects, quotas
 from netpeer import __version__
 from netpeer.service.budget import Budgets
 from netpeer.service.leader import Leadership, Solo
@@ -123,13 +123,6 @@ class Service:
             raise PermissionDenied(f"{field}: token does not grant namespace {namespace!r}",
                                    field=field, value=namespace)
         return namespace
-
-    @staticmethod
-    def _check_quota(used: int, limit: int, whose: str, what: str, key: str) -> None:
-        if used >= limit:
-            raise ResourceExhausted(
-                f"quota: {whose} {used} {what}, the most allowed (quotas.{key} = {limit}); nothing was "
-                "changed: delete some, or ask the operator to raise the quota", field=key, value=limit)
 
     def _write(self, fn: Callable[[Transaction], tuple[object, set[str]]], validate_only: bool = False,
                weight: int = 1, caller: Caller | None = None):
@@ -249,8 +242,8 @@ class Service:
             key = NetworkKey(namespace, name)
             if tx.get_network(key) is not None:
                 raise AlreadyExists(f"network {key} already exists", field="network", value=name)
-            self._check_quota(tx.count_networks(namespace), self.quotas.networks_per_namespace,
-                              f"namespace {namespace!r} has", "networks", "networks_per_namespace")
+            quotas.check(tx.count_networks(namespace), self.quotas.networks_per_namespace,
+                         f"namespace {namespace!r} has", "networks", "networks_per_namespace")
             now = self.clock()
             network = Network(namespace, name, str(uuid.uuid4()), subnets_, routes_, description, now, now, 1)
             tx.put_network(network)
@@ -439,11 +432,11 @@ class Service:
                 raise AlreadyExists(
                     f"network {local.key} already has peering {dup.name!r} towards {remote_key}; "
                     "one peering per remote network", field="remote", value=str(remote_key))
-            self._check_quota(tx.count_peerings_of(local.key), self.quotas.peerings_per_network,
-                              f"network {local.key} has", "peerings", "peerings_per_network")
-            self._check_quota(tx.count_pending(namespace), self.quotas.pending_peerings_per_namespace,
-                              f"namespace {namespace!r} has", "Pending or Failed peerings",
-                              "pending_peerings_per_namespace")
+            quotas.check(tx.count_peerings_of(local.key), self.quotas.peerings_per_network,
+                         f"network {local.key} has", "peerings", "peerings_per_network")
+            quotas.check(tx.count_pending(namespace), self.quotas.pending_peerings_per_namespace,
+                         f"namespace {namespace!r} has", "Pending or Failed peerings",
+                         "pending_peerings_per_namespace")
             now = self.clock()
             peering = Peering(namespace, network, name, remote_namespace, remote_network, local.uid,
                               remote_uid or None, ttl_, description, Phase.PENDING, Reason.AWAITING_REMOTE,
@@ -541,8 +534,13 @@ class Service:
                 raise NotFound(f"peering {key} not found", field="peering", value=name)
             if etag and etag != old.etag:
                 raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag)
+            partner = tx.find_peering_to(old.remote_key, old.network_key)
+            before = tx.count_pending(namespace)
             # Nothing a withdrawal re-decides is charged or refused to the
-            # caller (``_reveal``): a withdrawal always works.
-            return None, effects.remove_peering(tx, old, self.clock(), self.sites)
+            # caller (``_reveal``): a withdrawal always works, but for the
+            # quota of its own namespace.
+            touched = effects.remove_peering(tx, old, self.clock(), self.sites)
+            quotas.check_withdrawal(tx, self.quotas, old, partner, before)
+            return None, touched
 
         self._write(op)

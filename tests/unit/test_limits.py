@@ -1,6 +1,7 @@
 """Issue 29's service-side limits on an in-memory dataplane: validate-only
 calls charged to their token; what a pair may tell of the networks Bound to
-its other side, and what telling it costs. The same on real daemons:
+its other side, and what telling it costs; a withdrawal that would leave its
+own namespace over its Pending quota. The same on real daemons:
 tests/trust/test_budgets.py."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from netpeer import errors
-from netpeer.core.models import Caller, Phase
+from netpeer.core.models import Caller, Phase, Quotas
 from netpeer.service import Service
 from netpeer.service.budget import Disclosure, Validation
 from netpeer.service.memory import MemoryDataplane
@@ -215,3 +216,47 @@ def test_the_other_side_is_told_alike_and_charged_for_it(world):
                                                     "with b/nb"
     assert service.get_peering(a, "a", "na", "to-b").message == p.message
     assert (service.budgets.disclosure.level(b.token_id), service.budgets.disclosure.level(a.token_id)) == (4, 5)
+
+
+def hub(service, caller, spokes_ns, count=7):
+    service.create_network(caller, "h", "hub", ["10.0.0.0/24"])
+    owner = caller if spokes_ns == "h" else tenant(spokes_ns)
+    for i in range(count):
+        service.create_network(owner, spokes_ns, f"s{i}", [f"10.{i + 1}.0.0/24"])
+        service.create_peering(caller, "h", "hub", f"to-s{i}", spokes_ns, f"s{i}")
+        assert service.create_peering(owner, spokes_ns, f"s{i}", "to-hub", "h", "hub").phase == Phase.BOUND
+
+
+def test_a_withdrawal_that_leaves_its_own_namespace_over_the_pending_quota_is_refused(world):
+    service, _ = world
+    service.quotas = Quotas(pending_peerings_per_namespace=5)
+    h = tenant("h")
+    hub(service, h, "h")
+    for i in range(5):
+        service.delete_peering(h, "h", "hub", f"to-s{i}")
+    with pytest.raises(errors.ResourceExhausted) as err:
+        service.delete_peering(h, "h", "hub", "to-s5")
+    assert err.value.message == (
+        "quota: deleting h/hub/to-s5 would turn its Bound other half h/s5/to-hub Pending and leave namespace 'h' 6 "
+        "Pending or Failed peerings, more than allowed (quotas.pending_peerings_per_namespace = 5); nothing was "
+        "changed: delete 1 Pending or Failed peering(s) of 'h' first, or ask the operator to raise the quota")
+    assert service.get_peering(h, "h", "s5", "to-hub").phase == Phase.BOUND
+    assert service.get_peering(h, "h", "hub", "to-s5").phase == Phase.BOUND
+    # The way out: the Pending halves go first (that never adds one), then the rest.
+    service.delete_peering(h, "h", "s0", "to-hub")
+    service.delete_peering(h, "h", "hub", "to-s5")
+    with service.store.read() as tx:
+        assert tx.count_pending("h") == 5
+
+
+def test_halves_of_another_namespace_a_withdrawal_turns_pending_are_not_the_writers_to_refuse(world):
+    service, _ = world
+    service.quotas = Quotas(pending_peerings_per_namespace=5)
+    h, s = tenant("h"), tenant("s")
+    hub(service, h, "s")
+    for i in range(7):
+        service.delete_peering(h, "h", "hub", f"to-s{i}")
+    with service.store.read() as tx:
+        assert tx.count_pending("s") == 7
+    with pytest.raises(errors.ResourceExhausted, match="quotas.pending_peerings_per_namespace"):
+        service.create_peering(s, "s", "s0", "to-x", "x", "nx")
