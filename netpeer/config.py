@@ -15,12 +15,14 @@ theirs with ``Config.write``).
     log_level = "INFO"
     log_format = "text"                  # or "json"
     metrics_listen = "127.0.0.1:9464"    # Prometheus: http://127.0.0.1:9464/metrics (TLS unless loopback or unix)
+    attachment_grace = "60s"             # a network's unused slot on a site link is released after this
     [tls]
     cert = "..."  key = "..."  client_ca = "..."
     [metrics]                            # optional: the endpoint's own cert and key (default: [tls]'s), and
     cert = "..."  key = "..."            # bearer_token_file, or basic_auth_username + basic_auth_password_file
     [quotas]
     networks_per_namespace = 1000  peerings_per_network = 500  pending_peerings_per_namespace = 2000
+    site_attachments_per_namespace = 250
     [limits]                             # per token (netpeer.service.budget)
     validate_only_lock_share = 0.1  validate_only_burst = "2s"  conflict_disclosures_per_minute = 5
 
@@ -98,6 +100,10 @@ class Config:
     metrics_basic_auth_password_file: Path | None = None
     quotas: Quotas = Quotas()
     limits: TokenLimits = TokenLimits()
+    #: A network's slot on the link to another site (its transit port) is
+    #: released this long after its last half towards that site went
+    #: (docs/cross-site.md); a new half meanwhile keeps the same slot.
+    attachment_grace: timedelta = timedelta(seconds=60)
     #: Replicas (PostgreSQL store): the sweeping replica renews a lease of this
     #: length; another one takes over at most this long after it died.
     leader_lease: timedelta = timedelta(seconds=3)
@@ -130,6 +136,8 @@ class Config:
             lines.append(f"metrics_listen = {q(self.metrics_listen)}")
         if self.leader_lease != timedelta(seconds=3):
             lines.append(f"leader_lease = {q(validate.format_duration(self.leader_lease))}")
+        if self.attachment_grace != Config.attachment_grace:
+            lines.append(f"attachment_grace = {q(validate.format_duration(self.attachment_grace))}")
         tls = [(k, v) for k, v in (("cert", self.tls_cert), ("key", self.tls_key),
                                    ("client_ca", self.tls_client_ca)) if v is not None]
         if tls:
@@ -143,8 +151,10 @@ class Config:
             ic = [(k, v) for k, v in (("listen", self.site_listen), ("gateway_group", self.gateway_group),
                                       ("cert", self.site_cert), ("key", self.site_key), ("ca", self.site_ca)) if v]
             lines += ["[interconnect]"] + [f"{k} = {q(v)}" for k, v in ic]
-        lines += ["[quotas]"] + [f"{f.name} = {getattr(self.quotas, f.name)}" for f in dataclasses.fields(Quotas)]
         # Settings at their defaults added since a release are left out, so an older netpeerd reads the file.
+        lines += ["[quotas]"] + [f"{f.name} = {getattr(self.quotas, f.name)}" for f in dataclasses.fields(Quotas)
+                                 if f.name != "site_attachments_per_namespace"
+                                 or getattr(self.quotas, f.name) != f.default]
         if self.limits != TokenLimits():
             lines += ["[limits]", f"validate_only_lock_share = {self.limits.validate_only_lock_share!r}",
                       f"validate_only_burst = {q(validate.format_duration(self.limits.validate_only_burst))}",
@@ -186,8 +196,8 @@ class Config:
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
                      "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format",
-                     "metrics_listen", "metrics", "quotas", "limits", "leader_lease", "site", "interconnect",
-                     "sites"}, "")
+                     "metrics_listen", "metrics", "quotas", "limits", "leader_lease", "attachment_grace", "site",
+                     "interconnect", "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
@@ -223,6 +233,7 @@ class Config:
         if full < sweep:
             raise InvalidArgument.for_field("full_sweep_interval", raw.get("full_sweep_interval", "1h"),
                                             f"must be at least sweep_interval ({validate.format_duration(sweep)})")
+        grace = validate.ttl("attachment_grace", raw.get("attachment_grace", "60s"))
         lease = validate.ttl("leader_lease", raw.get("leader_lease", "3s"))
         if not timedelta(seconds=1) <= lease <= timedelta(minutes=5):
             raise InvalidArgument.for_field("leader_lease", raw.get("leader_lease"), "must be from 1s to 5m")
@@ -235,7 +246,8 @@ class Config:
             repair_max_delete_share=float(share),
             tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
-            log_level=level, log_format=log_format, quotas=_quotas(raw), limits=_limits(raw), **metrics,
+            log_level=level, log_format=log_format, quotas=_quotas(raw), limits=_limits(raw),
+            attachment_grace=grace, **metrics,
             **_sites(raw, p))
         config.check_metrics()
         return config

@@ -97,6 +97,7 @@ class Daemon:
         self.service.quotas = config.quotas
         from netpeer.service.budget import Budgets
         self.service.budgets = Budgets(config.limits)
+        self.service.reconciler.attachment_grace = config.attachment_grace
         self.service.leadership = self.leadership
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
         self.service.reconciler.full_pass = config.full_sweep_interval.total_seconds()

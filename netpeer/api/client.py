@@ -270,7 +270,10 @@ class Client:
                 "sweep_totals": report(s.sweep_totals), "replica": s.replica, "leader": s.leader,
                 "leading": bool(s.replica) and s.replica == s.leader, "site": s.site,
                 "sites": [{"site": x.site, "reachable": x.reachable, "last_ok_time": _time(x, "last_ok_time"),
-                           "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures}
+                           "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures,
+                           "capacity": x.capacity, "slots_used": x.slots_used,
+                           "top_namespaces": [{"namespace": t.namespace, "slots": t.slots}
+                                              for t in x.top_namespaces]}
                           for x in s.sites]}
 
     # networks

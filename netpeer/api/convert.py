@@ -182,7 +182,10 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
     out.site = status.site
     for link in status.links:
         item = out.sites.add(site=link.site, reachable=link.reachable, last_error=link.last_error,
-                             exchanges=link.exchanges, failures=link.failures)
+                             exchanges=link.exchanges, failures=link.failures, capacity=link.capacity,
+                             slots_used=link.slots_used)
+        for namespace, slots in link.top_namespaces:
+            item.top_namespaces.add(namespace=namespace, slots=slots)
         if link.last_ok is not None:
             item.last_ok_time.CopyFrom(ts(link.last_ok))
     return out

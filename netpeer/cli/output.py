@@ -119,6 +119,9 @@ def _sites(s: dict) -> list[str]:
         state = "reachable" if x["reachable"] else f"UNREACHABLE ({x['last_error'] or 'not tried yet'})"
         lines.append(f"  link to {x['site']}: {state}; last ok {x['last_ok_time'] or 'never'}; "
                      f"{x['exchanges']} exchanges, {x['failures']} failed")
+        top = ", ".join(f"{t['namespace']} {t['slots']}" for t in x.get("top_namespaces", []))
+        lines.append(f"    slots: {x.get('slots_used', 0)} of {x.get('capacity', 0)} used"
+                     + (f" (most: {top})" if top else ""))
     return lines
 
 

@@ -249,6 +249,8 @@ class Quotas:
     networks_per_namespace: int = 1000
     peerings_per_network: int = 500
     pending_peerings_per_namespace: int = 2000   # Pending or Failed halves, all networks of the namespace
+    #: Slots (transit ports) one namespace's networks hold on each link to another site.
+    site_attachments_per_namespace: int = 250
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ from netpeer.core.models import (Caller, Event, Network, NetworkKey, Peering, Pe
 from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
 from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, OutOfRange,
                             PermissionDenied)
-from netpeer.service import batch, effects, quotas
+from netpeer.service import batch, effects, quotas, slots
 from netpeer import __version__
 from netpeer.service.budget import Budgets
 from netpeer.service.leader import Leadership, Solo
@@ -218,8 +218,14 @@ class Service:
 
     # ---------------------------------------------------------------- upkeep
     def status(self) -> "ServerStatus":
+        links = self.sites.status()
+        if links:
+            with self.store.read() as tx:
+                use = slots.use(tx)
+            links = [dataclasses.replace(x, slots_used=use.get(x.site, (0, ()))[0],
+                                         top_namespaces=use.get(x.site, (0, ()))[1]) for x in links]
         return ServerStatus(__version__, self.dataplane.connected, self.reconciler.status, self.sites.here,
-                            tuple(self.sites.status()), self.leadership.name, self.leadership.leader())
+                            tuple(links), self.leadership.name, self.leadership.leader())
 
     def expire(self) -> int:
         return self.reconciler.expire()
@@ -442,11 +448,13 @@ class Service:
                               remote_uid or None, ttl_, description, Phase.PENDING, Reason.AWAITING_REMOTE,
                               f"waiting for {remote_key} to consent", now, now, 1, remote_site=remote_site)
             touched: set[str] = set()
-            if remote_site and tx.attachment(local.uid, remote_site) is None:
+            if remote_site:
                 # The first half towards that site attaches the network to the
-                # link now, so binding later only adds routes (docs/cross-site.md).
-                self.sites.attach(tx, local.uid, remote_site)
-                touched.add(local.uid)
+                # link now, so binding later only adds routes (docs/cross-site.md);
+                # a slot unused since its last half went is in use again.
+                if tx.attachment(local.uid, remote_site) is None:
+                    touched.add(local.uid)
+                self.sites.attach(tx, local, remote_site)
             tx.put_peering(peering)
             # The remote's half too: it may be pinned to a network this one replaced.
             counterpart = tx.find_peering_to(remote_key, local.key)

@@ -4,7 +4,7 @@ and, raised inside a write, changes nothing."""
 
 from __future__ import annotations
 
-from netpeer.core.models import Peering, Phase, Quotas
+from netpeer.core.models import Network, Peering, Phase, Quotas
 from netpeer.errors import ResourceExhausted
 from netpeer.store.base import Transaction
 
@@ -35,3 +35,13 @@ def check_withdrawal(tx: Transaction, quotas: Quotas, old: Peering, partner: Pee
             f"(quotas.pending_peerings_per_namespace = {limit}); nothing was changed: delete {after - limit} "
             f"Pending or Failed peering(s) of {namespace!r} first, or ask the operator to raise the quota",
             field="pending_peerings_per_namespace", value=limit)
+
+
+def check_attachment(tx: Transaction, quotas: Quotas, network: Network, site: str) -> None:
+    """Refuses a network's first half towards ``site`` when its namespace
+    holds ``site_attachments_per_namespace`` slots on that link already."""
+    check(tx.count_attachments(network.namespace, site), quotas.site_attachments_per_namespace,
+          f"namespace {network.namespace!r} has", f"networks attached to the link with site {site}",
+          "site_attachments_per_namespace",
+          hint=f"withdraw the halves towards {site} of networks that need none (a network's slot is released "
+               "attachment_grace after its last half there went)")

@@ -135,6 +135,30 @@ def test_a_full_sweep_interval_shorter_than_the_sweep_interval_is_refused_in_one
     assert Config.load(state_dir / "d.toml").to_toml() == config.to_toml()
 
 
+def test_limits_grace_and_the_slot_quota_are_read_written_and_checked_in_one_line(state_dir):
+    from netpeer.core.models import TokenLimits
+    base = 'listen = "127.0.0.1:1"\nstore = "x.db"\novn_nb = "unix:/nonexistent"\n'
+    (state_dir / "c.toml").write_text(base + 'attachment_grace = "2m"\n[quotas]\nsite_attachments_per_namespace = 9\n'
+                                      '[limits]\nvalidate_only_lock_share = 0.25\nvalidate_only_burst = "5s"\n'
+                                      'conflict_disclosures_per_minute = 3\n')
+    config = Config.load(state_dir / "c.toml")
+    assert (config.attachment_grace, config.quotas.site_attachments_per_namespace) == (timedelta(minutes=2), 9)
+    assert config.limits == TokenLimits(0.25, timedelta(seconds=5), 3)
+    config.write(state_dir / "d.toml")
+    assert Config.load(state_dir / "d.toml") == config
+    plain = Config(listen="unix:///x", store="x.db", ovn_nb="unix:/x").to_toml()
+    assert "[limits]" not in plain and "site_attachments" not in plain and "grace" not in plain   # defaults: left out
+    for table, line, words in (
+            ("limits", "validate_only_lock_share = 2", r"^limits.validate_only_lock_share: 2 must be a number above 0"),
+            ("limits", 'validate_only_burst = "2h"', r"^limits.validate_only_burst: '2h' must be from 1s to 1h$"),
+            ("limits", "conflict_disclosures_per_minute = 0", r"^limits.conflict_disclosures_per_minute: 0 must be"),
+            ("limits", "tokens = 3", r"^limits.tokens: 3 is not a known setting"),
+            ("quotas", "site_attachments_per_namespace = 0", r"^quotas.site_attachments_per_namespace: 0 must be")):
+        (state_dir / "e.toml").write_text(base + f"[{table}]\n{line}\n")
+        with pytest.raises(errors.InvalidArgument, match=words):
+            Config.load(state_dir / "e.toml")
+
+
 @pytest.mark.parametrize("remote", ["ssl:10.0.0.5:6641", "tcp:10.0.0.5", "tcp:10.0.0.5:6641,10.0.0.6:6641", "nb.sock"])
 def test_an_ovn_nb_netpeer_cannot_reach_is_refused_in_one_line(state_dir, remote):
     (state_dir / "c.toml").write_text(f'listen = "127.0.0.1:1"\nstore = "x.db"\novn_nb = "{remote}"\n')

@@ -1,8 +1,9 @@
 """Issue 29's service-side limits on an in-memory dataplane: validate-only
 calls charged to their token; what a pair may tell of the networks Bound to
 its other side, and what telling it costs; a withdrawal that would leave its
-own namespace over its Pending quota. The same on real daemons:
-tests/trust/test_budgets.py."""
+own namespace over its Pending quota; slots on site links counted per
+namespace and released after their grace. The same on real daemons:
+tests/trust/test_budgets.py and tests/integration/test_sites_control.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from netpeer.service import Service
 from netpeer.service.budget import Disclosure, Validation
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
+from tests.unit.test_sites import Federation
 
 ADMIN = Caller("admin", frozenset(), True)
 
@@ -260,3 +262,89 @@ def test_halves_of_another_namespace_a_withdrawal_turns_pending_are_not_the_writ
         assert tx.count_pending("s") == 7
     with pytest.raises(errors.ResourceExhausted, match="quotas.pending_peerings_per_namespace"):
         service.create_peering(s, "s", "s0", "to-x", "x", "nx")
+
+
+@pytest.fixture
+def fed(tmp_path):
+    f = Federation(tmp_path)
+    clock = Clock()
+    for svc in f.services.values():
+        svc.clock = clock
+    f.clock = clock
+    yield f
+    f.close()
+
+
+def attached(svc, uid):
+    with svc.store.read() as tx:
+        return tx.attachments_of(uid)
+
+
+def test_slots_on_a_link_are_counted_per_namespace(fed):
+    east = fed["east"]
+    east.quotas = Quotas(site_attachments_per_namespace=2)
+    a = tenant("a")
+    nets = [east.create_network(a, "a", f"n{i}", [f"10.{i}.0.0/24"]).network for i in range(3)]
+    east.create_peering(a, "a", "n0", "p1", "b", "x1", remote_site="west")
+    east.create_peering(a, "a", "n0", "p2", "b", "x2", remote_site="west")   # the same slot
+    east.create_peering(a, "a", "n1", "p1", "b", "x1", remote_site="west")
+    with pytest.raises(errors.ResourceExhausted) as err:
+        east.create_peering(a, "a", "n2", "p1", "b", "x1", remote_site="west")
+    assert err.value.message.startswith("quota: namespace 'a' has 2 networks attached to the link with site west, "
+                                        "the most allowed (quotas.site_attachments_per_namespace = 2); nothing was "
+                                        "changed: withdraw the halves towards west")
+    assert attached(east, nets[2].uid) == {} and east.list_peerings(a, "a", "n2") == []
+    east.create_network(tenant("o"), "o", "m", ["10.9.0.0/24"])
+    east.create_peering(tenant("o"), "o", "m", "p", "b", "x1", remote_site="west")   # another namespace
+    [link] = east.status().links
+    assert (link.site, link.capacity, link.slots_used, link.top_namespaces) == ("west", 1000, 3, (("a", 2), ("o", 1)))
+
+
+def test_a_slot_is_kept_for_its_grace_then_released_with_its_transit_port(fed):
+    east, clock = fed["east"], fed.clock
+    east.reconciler.attachment_grace = timedelta(seconds=60)
+    a = tenant("a")
+    n = east.create_network(a, "a", "na", ["10.1.0.0/24"]).network
+    east.create_peering(a, "a", "na", "p", "b", "nb", remote_site="west")
+    east.delete_peering(a, "a", "na", "p")
+    assert attached(east, n.uid) == {"west": 0}
+    clock.now += timedelta(seconds=40)
+    east.sweep()
+    assert attached(east, n.uid) == {"west": 0}                         # within its grace
+    east.create_peering(a, "a", "na", "p", "b", "nb", remote_site="west")   # re-used, in use again
+    clock.now += timedelta(seconds=40)
+    east.sweep()
+    assert attached(east, n.uid) == {"west": 0}
+    east.delete_peering(a, "a", "na", "p")
+    clock.now += timedelta(seconds=59)
+    east.sweep()
+    assert fed.dataplanes["east"].networks[n.uid].attachments == (("west", 0),)
+    clock.now += timedelta(seconds=2)
+    east.sweep()
+    assert attached(east, n.uid) == {} and fed.dataplanes["east"].networks[n.uid].attachments == ()
+    assert east.status().links[0].slots_used == 0
+    # Made again within seconds of its release: asked to wait (OVN 23.03, docs/cross-site.md) ...
+    with pytest.raises(errors.Unavailable, match="retry in"):
+        east.create_peering(a, "a", "na", "p", "b", "nb", remote_site="west")
+    assert east.list_peerings(a, "a", "na") == []
+    east.sites.REATTACH_HOLD = 0.05
+    time.sleep(0.06)
+    east.create_peering(a, "a", "na", "p", "b", "nb", remote_site="west")   # ... then made afresh
+    assert attached(east, n.uid) == {"west": 0}
+
+
+def test_halves_that_expire_give_their_slots_back(fed):
+    """30 halves with a 5 s TTL left 30 transit ports 20 s later (issue 29)."""
+    east, clock = fed["east"], fed.clock
+    a = tenant("a")
+    for i in range(30):
+        east.create_network(a, "a", f"n{i}", [f"10.{i}.0.0/24"])
+        east.create_peering(a, "a", f"n{i}", "p", "b", f"x{i}", ttl="5s", remote_site="west")
+    assert east.status().links[0].slots_used == 30
+    clock.now += timedelta(seconds=6)
+    east.sweep()
+    assert east.status().links[0].slots_used == 30
+    clock.now += east.reconciler.attachment_grace
+    east.sweep()
+    assert east.status().links[0].slots_used == 0
+    assert all(s.attachments == () for s in fed.dataplanes["east"].networks.values())

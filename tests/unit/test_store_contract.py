@@ -221,6 +221,31 @@ def test_attachments_take_the_lowest_free_slot_and_mark_the_site(store):
         assert tx.attachment("u4", "west") == 1 and tx.attachment("u2", "west") is None
 
 
+def test_attachments_count_per_namespace_and_know_since_when_they_are_unused(store):
+    a1, a2, b1 = net("a", "n1", 1), net("a", "n2", 2), net("b", "n1", 3)
+    with store.write() as tx:
+        for n in (a1, a2, b1):
+            tx.put_network(n)
+            tx.attach(n.uid, "west")
+        tx.attach(a1.uid, "east")
+        tx.put_peering(dataclasses.replace(half(a1, b1), remote_site="west"))
+    with store.read() as tx:
+        assert (tx.count_attachments("a", "west"), tx.count_attachments("a", "east"),
+                tx.count_attachments("b", "west"), tx.count_attachments("c", "west")) == (2, 1, 1, 0)
+        assert tx.attachment_use() == {"west": {"a": 2, "b": 1}, "east": {"a": 1}}
+        # a1 has a half towards west: in use; the others have none, not noted yet.
+        assert sorted(tx.idle_attachments()) == sorted([(a1.uid, "east", None), (a2.uid, "west", None),
+                                                        (b1.uid, "west", None)])
+    with store.write() as tx:
+        tx.attachment_unused(a2.uid, "west", T0)
+        tx.attachment_unused(a2.uid, "west", T0 + timedelta(hours=1))   # the first time stays
+        tx.attachment_unused(b1.uid, "west", T0)
+        assert tx.attach(b1.uid, "west") == 2                            # in use again, same slot
+    with store.read() as tx:
+        assert sorted(tx.idle_attachments()) == sorted([(a1.uid, "east", None), (a2.uid, "west", T0),
+                                                        (b1.uid, "west", None)])
+
+
 def test_revisions_grow_and_survive_pruning(store):
     with store.write() as tx:
         for i in range(5):
