@@ -82,29 +82,29 @@ def test_validate_only_calls_are_charged_the_time_they_ran_and_refused_once_spen
 def test_a_dry_run_lets_the_writes_queued_before_it_go_first(world):
     service, _ = world
     import threading
-    order, entered, go = [], threading.Event(), threading.Event()
+    from netpeer.service.writes import _Pending
     writes = service.writes
-
-    def slow(tx):
-        entered.set()
-        go.wait(5)
-        order.append("first write")
-        return None, set()
-
-    first = threading.Thread(target=writes.run, args=(slow,))
-    first.start()
-    entered.wait(5)
-    second = threading.Thread(target=writes.run, args=(lambda tx: (order.append("queued write"), set()),))
-    second.start()
-    while not writes._pending:
-        time.sleep(0.001)
+    writes.YIELD_WAIT = 0.5
+    order: list[str] = []
+    with writes._pending_lock:      # a write queued, not taken by a group yet
+        writes._pending.append(_Pending(lambda tx: (order.append("queued write"), set())))
     dry = threading.Thread(target=writes.dry_run, args=(lambda tx: (order.append("dry run"), set()),))
+    started = time.monotonic()
     dry.start()
-    time.sleep(0.05)
-    go.set()
-    for t in (first, second, dry):
-        t.join(5)
-    assert order == ["first write", "queued write", "dry run"]
+    time.sleep(0.2)
+    assert order == []              # the dry run waits for it ...
+    writes.run(lambda tx: (order.append("next write"), set()))   # a group takes the queue
+    dry.join(5)
+    assert order == ["queued write", "next write", "dry run"]
+    assert time.monotonic() - started < 0.45   # ... until the queue drained, not for its YIELD_WAIT
+    # A queue that never drains holds a dry run back for YIELD_WAIT at most.
+    with writes._pending_lock:
+        writes._pending.append(_Pending(lambda tx: (None, set())))
+    started = time.monotonic()
+    writes.dry_run(lambda tx: (None, set()))
+    assert 0.45 < time.monotonic() - started < 2
+    with writes._pending_lock:
+        writes._pending.clear()
 
 
 def third_world(service):
