@@ -60,7 +60,8 @@ class Daemon:
     start one in-process (``service_factory`` lets them wrap the Service)."""
 
     def __init__(self, config: Config, service_factory=None, workers: int = 16, mode: Mode = Mode.CHECK):
-        from netpeer.api.server import Limits, Server, check_listen
+        from netpeer.api.server import Limits, Server
+        from netpeer.listen import check_listen
         from netpeer.ovn.backend import OvnBackend
         from netpeer.service import Service
         from netpeer.service.leader import Solo, replica_name
@@ -69,6 +70,8 @@ class Daemon:
         if (config.tls_cert is None) != (config.tls_key is None):
             raise InvalidArgument.for_field("tls", "cert/key", "needs both [tls] cert and [tls] key")
         check_listen(config.listen, tls=config.tls_cert is not None)   # before anything is opened
+        config.check_metrics()
+        self._metrics_endpoint = _metrics_endpoint(config)
         self.config = config
         self.mode = mode
         self.exit_code = 0
@@ -94,6 +97,9 @@ class Daemon:
         if config.site:
             self._link_sites(config)
         self.service.quotas = config.quotas
+        from netpeer.service.budget import Budgets
+        self.service.budgets = Budgets(config.limits)
+        self.service.reconciler.attachment_grace = config.attachment_grace
         self.service.leadership = self.leadership
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
         self.service.reconciler.full_pass = config.full_sweep_interval.total_seconds()
@@ -342,8 +348,8 @@ class Daemon:
                      ", ".join(link.name for link in self.config.sites))
         self.server.start()
         if self.config.metrics_listen:
-            self.metrics_server = self.metrics.serve(self.config.metrics_listen)
-            LOG.info("metrics on http://%s/metrics", self.config.metrics_listen)
+            self.metrics_server = self.metrics.serve(self.config.metrics_listen, **self._metrics_endpoint)
+            LOG.info("metrics on %s", _metrics_url(self.config))
         LOG.info("netpeerd listening on %s%s (OVN NB %s, store %s)", self.config.listen,
                  f" port {self.port}" if self.port and not self.config.listen.startswith("unix:") else "",
                  self.config.ovn_nb, self.config.store)
@@ -377,6 +383,33 @@ def _site_context(config: Config):
         return None
     from netpeer.ovn.ic_rows import SiteContext
     return SiteContext(config.site, config.gateway_group, {link.name: link.transit_ipv4 for link in config.sites})
+
+
+def _metrics_endpoint(config: Config) -> dict:
+    """How the metrics endpoint serves (``Metrics.serve``'s tls and
+    access), its files read now: a missing or unusable one is refused in
+    one line before anything starts."""
+    if not config.metrics_listen:
+        return {}
+    from netpeer.observe.endpoint import Access, tls_context
+    tls = None
+    if config.metrics_tls is not None:
+        field, cert, key = config.metrics_tls
+        tls = tls_context(cert, key, field)
+    access = Access()
+    if config.metrics_bearer_token_file is not None:
+        access = Access(bearer_token=linkfiles.read_secret("metrics.bearer_token_file",
+                                                           config.metrics_bearer_token_file))
+    elif config.metrics_basic_auth_username is not None:
+        access = Access(basic_auth=(config.metrics_basic_auth_username, linkfiles.read_secret(
+            "metrics.basic_auth_password_file", config.metrics_basic_auth_password_file)))
+    return {"tls": tls, "access": access}
+
+
+def _metrics_url(config: Config) -> str:
+    if config.metrics_listen.startswith("unix:"):
+        return f"{config.metrics_listen} (HTTP{'S' if config.metrics_tls else ''}, /metrics)"
+    return f"http{'s' if config.metrics_tls else ''}://{config.metrics_listen}/metrics"
 
 
 def serve(config: Config, mode: Mode = Mode.CHECK, path=None) -> int:

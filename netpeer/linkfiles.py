@@ -44,7 +44,8 @@ def read(config: Config) -> LinkFiles:
 
 
 def read_secret(field: str, path: Path) -> str:
-    """A link's shared secret: a private file with one line."""
+    """A secret (a site link's, the metrics endpoint's token or password):
+    a private file with one line."""
     try:
         mode = os.stat(path).st_mode
         secret = Path(path).read_text().strip()

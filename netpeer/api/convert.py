@@ -67,9 +67,15 @@ def duration(value: timedelta) -> duration_pb2.Duration:
 
 def ttl_from_pb(value: duration_pb2.Duration) -> timedelta:
     """A TTL from the wire. Negative and out-of-range durations are refused
-    here, before ``timedelta`` (which overflows past 999999999 days) sees them."""
-    shown = f"{value.seconds}s" if not value.nanos else f"{value.seconds}.{value.nanos:09d}s"
-    if value.seconds < 0 or value.nanos < 0:
+    here, before ``timedelta`` (which overflows past 999999999 days) sees them,
+    and so are nanos outside a second (protobuf's rule: ``ToTimedelta`` would
+    add 2e9 of them as two seconds)."""
+    seconds, nanos = value.seconds, value.nanos
+    if not 0 <= nanos <= 999_999_999:   # negative, or more than a second of them: no TTL, refused as sent
+        raise InvalidArgument.for_field("ttl", f"{seconds}s and {nanos} ns",
+                                        "must be positive, with nanos from 0 to 999999999")
+    shown = f"{seconds}s" if not nanos else f"{seconds}.{nanos:09d}s"
+    if seconds < 0:
         raise InvalidArgument.for_field("ttl", shown, "must be positive")
     if not TTL_MIN.total_seconds() <= value.seconds <= TTL_MAX.total_seconds():
         # 1 ns is not "unset" (it silently became the 7-day default) and is
@@ -183,10 +189,13 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
     out.site = status.site
     for link in status.links:
         item = out.sites.add(site=link.site, reachable=link.reachable, last_error=link.last_error,
-                             exchanges=link.exchanges, failures=link.failures, bytes_sent=link.bytes_sent,
+                             exchanges=link.exchanges, failures=link.failures, capacity=link.capacity,
+                             slots_used=link.slots_used, bytes_sent=link.bytes_sent,
                              bytes_received=link.bytes_received, resyncs_sent=link.resyncs_sent,
                              resyncs_received=link.resyncs_received, pending_changes=link.pending,
                              diverged=link.diverged, items_told=link.told, items_held=link.mirrored)
+        for namespace, slots in link.top_namespaces:
+            item.top_namespaces.add(namespace=namespace, slots=slots)
         if link.last_ok is not None:
             item.last_ok_time.CopyFrom(ts(link.last_ok))
     return out

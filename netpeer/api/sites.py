@@ -22,8 +22,8 @@ import grpc
 from netpeer import errors
 from netpeer.api import convert
 from netpeer.api.errors import code_for, from_rpc_error
-from netpeer.api.server import check_listen, is_local_address
 from netpeer.core.sides import Sync
+from netpeer.listen import check_listen, is_local_address
 from netpeer.service.sites import SiteLinks
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
@@ -91,11 +91,8 @@ class SiteServer:
 
     def __init__(self, links: SiteLinks, address: str, secrets: Mapping[str, str], *, cert: bytes | None = None,
                  key: bytes | None = None, ca: bytes | None = None, workers: int = 4):
-        try:
-            check_listen(address, tls=cert is not None)
-        except errors.InvalidArgument:
-            raise errors.InvalidArgument.for_field("interconnect.listen", address, "is not loopback or a unix "
-                                                   "socket: configure [interconnect] cert and key") from None
+        check_listen(address, tls=cert is not None, field="interconnect.listen",
+                     remedy="configure [interconnect] cert and key")
         self.address = address
         self._server = grpc.server(futures.ThreadPoolExecutor(workers, thread_name_prefix="site-rpc"),
                                    options=_OPTIONS)

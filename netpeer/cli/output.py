@@ -133,6 +133,9 @@ def _sites(s: dict) -> list[str]:
                      f"acknowledged), holds {x.get('items_held', 0)} of theirs; "
                      f"{_bytes(x.get('bytes_sent', 0))} sent, {_bytes(x.get('bytes_received', 0))} received; "
                      f"full copies {x.get('resyncs_sent', 0)} sent, {x.get('resyncs_received', 0)} received")
+        top = ", ".join(f"{t['namespace']} {t['slots']}" for t in x.get("top_namespaces", []))
+        lines.append(f"    slots: {x.get('slots_used', 0)} of {x.get('capacity', 0)} used"
+                     + (f" (most: {top})" if top else ""))
     return lines
 
 

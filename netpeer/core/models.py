@@ -253,6 +253,21 @@ class Quotas:
     networks_per_namespace: int = 1000
     peerings_per_network: int = 500
     pending_peerings_per_namespace: int = 2000   # Pending or Failed halves, all networks of the namespace
+    #: Slots (transit ports) one namespace's networks hold on each link to another site.
+    site_attachments_per_namespace: int = 250
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenLimits:
+    """Per-token budgets (``[limits]`` in the configuration;
+    ``netpeer.service.budget``): what answers that keep nothing may cost."""
+
+    #: Seconds validate-only calls may run (holding the write lock most of it) per second, in the long run ...
+    validate_only_lock_share: float = 0.1
+    #: ... and at once (a token's bucket, full after burst / share seconds without such calls).
+    validate_only_burst: timedelta = timedelta(seconds=2)
+    #: Answers telling of a conflict with a network Bound to the other side of a pair, per minute (and at once).
+    conflict_disclosures_per_minute: int = 5
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,11 +9,12 @@ watchers) are read at scrape time.
 
 from __future__ import annotations
 
-import threading
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from netpeer.observe.endpoint import Access, Limits, MetricsEndpoint
 
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -72,24 +73,11 @@ class Metrics:
         self._state.append(read)
 
     # ------------------------------------------------------------ serving
-    def serve(self, listen: str) -> "MetricsServer":
-        host, _, port = listen.rpartition(":")
-        server, thread = start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1", registry=self.registry)
-        return MetricsServer(server, thread)
-
-
-class MetricsServer:
-    def __init__(self, server, thread: threading.Thread):
-        self._server, self._thread = server, thread
-
-    @property
-    def port(self) -> int:
-        return self._server.server_port
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+    def serve(self, listen: str, *, tls=None, access: Access = Access(), limits: Limits = Limits()) -> MetricsEndpoint:
+        """Serves ``/metrics`` on ``listen`` (HOST:PORT or unix:///PATH), over
+        TLS with an ``ssl.SSLContext``, to whom ``access`` admits
+        (``netpeer.observe.endpoint``), until its ``stop()``."""
+        return MetricsEndpoint(self.registry, listen, tls=tls, access=access, limits=limits)
 
 
 class _StateCollector:

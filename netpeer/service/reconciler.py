@@ -22,7 +22,7 @@ from netpeer.core.consent import ONE_SITE
 from netpeer.core.dataplane import Dataplane
 from netpeer.observe.metrics import NONE
 from netpeer.store.base import Store, Transaction, iter_all_networks
-from netpeer.service import effects
+from netpeer.service import effects, slots
 from netpeer.service.writes import WriteQueue, desired_states, mark_pairs
 
 LOG = logging.getLogger(__name__)
@@ -68,6 +68,9 @@ class Reconciler:
         self.metrics = NONE
         #: The sites consent asks about (``netpeer.service.sites.SiteLinks``).
         self.sites = ONE_SITE
+        #: A network's slot on a site link is released this long after its
+        #: last half towards that site went (``netpeer.service.slots``).
+        self.attachment_grace = timedelta(seconds=60)
         #: The slow full pass: every network is compared once per this many
         #: seconds, a slice per sweep (``_to_check``); and the sweep interval
         #: (set by ``run``) that sizes the slices.
@@ -323,6 +326,12 @@ class Reconciler:
         except Exception as exc:
             errors += 1
             LOG.error("expiry sweep failed: %s", exc)
+        try:
+            slots.release_unused(self.store, self.writes, self.clock, self.attachment_grace,
+                                 getattr(self.sites, "released", None))
+        except Exception as exc:
+            errors += 1
+            LOG.error("releasing unused site link slots failed: %s", exc)
         r = self.repair()
         try:
             self._prune_events()

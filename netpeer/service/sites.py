@@ -37,8 +37,8 @@ from typing import Callable, Iterable, Mapping
 from netpeer.core import consent, sides, validate
 from netpeer.core.models import Network, NetworkKey, Peering, Phase, utcnow
 from netpeer.core.sides import Sync
-from netpeer.errors import InvalidArgument, NetpeerError, PermissionDenied, ResourceExhausted
-from netpeer.service import effects, sitelog
+from netpeer.errors import InvalidArgument, NetpeerError, PermissionDenied, ResourceExhausted, Unavailable
+from netpeer.service import effects, quotas, sitelog
 from netpeer.store.base import Transaction
 
 LOG = logging.getLogger(__name__)
@@ -66,6 +66,9 @@ class LinkStatus:
     last_error: str = ""
     exchanges: int = 0
     failures: int = 0
+    capacity: int = 0                                  # this site's networks the link has room for
+    slots_used: int = 0                                # ... attached now (unused ones within their grace too)
+    top_namespaces: tuple[tuple[str, int], ...] = ()   # the namespaces holding most slots, with how many
     bytes_sent: int = 0
     bytes_received: int = 0
     resyncs_sent: int = 0         # full copies sent (the other site asked, or was too far behind)
@@ -121,7 +124,9 @@ class SiteLinks:
         #: How often each link's outbox is checked against the whole side (s).
         self.verify_interval = 3600.0
         self._lock = threading.Lock()
-        self._status = {s: LinkStatus(s) for s in sites}
+        self._status = {s: LinkStatus(s, capacity=n) for s, n in sites.items()}
+        #: (network uid, site) -> when (time.monotonic()) the sweep released its slot.
+        self._released: dict[tuple[str, str], float] = {}
         self._wake = {s: threading.Event() for s in sites}
         self._threads: list[threading.Thread] = []
         self._acks: dict[str, tuple[str, int]] = {}      # freshest acknowledgement of our side, per site
@@ -244,11 +249,24 @@ class SiteLinks:
             raise InvalidArgument.for_field(field, site, f"is not a site this netpeerd is linked to (known: {known})")
         return site
 
-    def attach(self, tx: Transaction, network_uid: str, site: str) -> int:
-        """Attaches a network to the link with ``site`` (its first half there)."""
+    #: A network's slot released by the sweep is not made again for this long (s): docs/cross-site.md.
+    REATTACH_HOLD = 5.0
+
+    def attach(self, tx: Transaction, network: Network, site: str) -> int:
+        """Attaches a network to the link with ``site`` (its first half
+        there, or the first after its last went: the same slot, in use again)."""
+        network_uid = network.uid
         slot = tx.attachment(network_uid, site)
         if slot is not None:
-            return slot
+            return tx.attach(network_uid, site)
+        with self._lock:
+            released = self._released.get((network_uid, site))
+        wait = released + self.REATTACH_HOLD - time.monotonic() if released is not None else 0.0
+        if wait > 0:
+            raise Unavailable(f"remote.site: network {network.key}'s transit port towards site {site} was removed "
+                              f"a moment ago and is not made again within {self.REATTACH_HOLD:g} s "
+                              f"(docs/cross-site.md); nothing was changed; retry in {wait:.1f} s")
+        quotas.check_attachment(tx, self.service.quotas, network, site)
         slot = tx.attach(network_uid, site)
         if slot >= self.capacity[site]:
             raise ResourceExhausted(f"remote.site: the link with site {site} has room for {self.capacity[site]} "
@@ -256,6 +274,14 @@ class SiteLinks:
                                     f"operator for a larger sites.{site}.transit_ipv4 block",
                                     field="remote.site", value=site)
         return slot
+
+    def released(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """The sweep released these (network uid, site) slots (``attach``
+        holds them back for ``REATTACH_HOLD``)."""
+        now = time.monotonic()
+        with self._lock:
+            self._released = {k: t for k, t in self._released.items() if now - t < self.REATTACH_HOLD}
+            self._released.update(dict.fromkeys(pairs, now))
 
     # ------------------------------------------------ what we tell
     def view_for(self, tx: Transaction, site: str) -> SiteView:
@@ -491,7 +517,8 @@ class SiteLinks:
         removed = sorted(set(self.capacity) - set(sites))
         with self._lock:
             self.capacity = dict(sites)
-            self._status = {s: self._status.get(s, LinkStatus(s)) for s in sites}
+            self._status = {s: dataclasses.replace(self._status.get(s, LinkStatus(s)), capacity=n)
+                            for s, n in sites.items()}
             wake = self._wake
             self._wake = {s: wake.get(s) or threading.Event() for s in sites}
         for site in removed:

@@ -108,6 +108,8 @@ class WriteQueue:
         self.lock = threading.RLock()
         self._pending: list[_Pending] = []
         self._pending_lock = threading.Lock()
+        #: Notified when no write is queued any more (dry runs wait for it).
+        self._drained = threading.Condition(self._pending_lock)
         self._held: str | None = None
         #: Called (without arguments) after every commit: watchers wake up.
         self.on_commit: list[Callable[[], None]] = []
@@ -175,14 +177,24 @@ class WriteQueue:
                 total += op.weight
             group = self._pending[:take]
             del self._pending[:take]
+            if not self._pending:
+                self._drained.notify_all()
         return group
+
+    #: A dry run waits at most this long (s) for the queued writes to go first.
+    YIELD_WAIT = 1.0
 
     def dry_run(self, fn: WriteFn):
         """Runs ``fn`` like a write and answers what it answered, but keeps
         nothing: the store transaction is rolled back, the dataplane is not
-        touched (validate-only calls)."""
+        touched (validate-only calls). It lets the writes queued when it
+        comes go first (for up to ``YIELD_WAIT``)."""
         if self._held is not None:
             raise Unavailable(self._held)
+        deadline = time.monotonic() + self.YIELD_WAIT
+        with self._pending_lock:
+            while self._pending and self._drained.wait(max(0.0, deadline - time.monotonic())):
+                pass
         box: list = []
         with self.lock:
             try:

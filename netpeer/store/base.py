@@ -125,6 +125,18 @@ class Transaction(abc.ABC):
     def mirror_remove(self, site: str, key: ItemKey) -> None: ...
     @abc.abstractmethod
     def mirror_clear(self, site: str) -> None: ...
+    @abc.abstractmethod
+    def attachment_unused(self, network_uid: str, site: str, since: datetime) -> None:
+        """Notes when the network's last half towards ``site`` went (kept if noted; ``attach`` clears it)."""
+    @abc.abstractmethod
+    def idle_attachments(self) -> list[tuple[str, str, datetime | None]]:
+        """(network uid, site, unused since or None) of attachments with no half towards their site."""
+    @abc.abstractmethod
+    def count_attachments(self, namespace: str, site: str) -> int:
+        """The slots the networks of ``namespace`` hold on the link with ``site``."""
+    @abc.abstractmethod
+    def attachment_use(self) -> dict[str, dict[str, int]]:
+        """{site: {namespace: slots held on the link with that site}}."""
 
     @abc.abstractmethod
     def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, sites: Collection[str] | None = None,

@@ -190,6 +190,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX peerings_by_site ON peerings (remote_site) WHERE remote_site != ''",
         *_SITE_TABLES,
     )),
+    Migration(5, "since when an attachment to a site link has had no half towards that site",
+              sqlite=("ALTER TABLE attachments ADD COLUMN unused_since INTEGER",),
+              postgresql=("ALTER TABLE attachments ADD COLUMN IF NOT EXISTS unused_since BIGINT",)),
     Migration(7, "sites: changes told item by item; each link's numbering and digests", sqlite=_SITE_LOG,
               postgresql=_SITE_LOG),
 )

@@ -9,7 +9,10 @@ Three tables (migration 4), and two more with a hash per mirrored item (migratio
 - ``remote_halves``: the mirror of the other sites' halves that name a network
   of this site, as their site last told it (with the site's own conflicts).
 - ``attachments``: this site's networks attached to the link with another
-  site, and the slot (index) each was given there.
+  site, the slot (index) each was given there, and since when a network has
+  had no half towards that site (migration 5: ``unused_since``, NULL while
+  it has one); the sweep releases slots unused for longer than
+  ``attachment_grace`` (``netpeer.service.slots``).
 - ``site_outbox``: what this site tells each other site, item by item
   (``netpeer.core.sides``), each with the sequence number of its last
   change; a removed item stays as a tombstone (no value) until the other
@@ -152,9 +155,11 @@ class SiteMirrorSql:
 
     def attach(self, network_uid: str, site: str) -> int:
         """Attaches a network to the link with ``site`` (idempotent): its slot,
-        the lowest free one."""
+        the lowest free one; an attachment already there is in use again."""
         have = self.attachment(network_uid, site)
         if have is not None:
+            self._q("UPDATE attachments SET unused_since=NULL WHERE network_uid=? AND site=? "
+                    "AND unused_since IS NOT NULL", (network_uid, site))
             return have
         used = [r[0] for r in self._q("SELECT idx FROM attachments WHERE site=? ORDER BY idx", (site,))]
         idx = next((i for i, u in enumerate(used) if i != u), len(used))
@@ -283,3 +288,32 @@ class SiteMirrorSql:
                     (site, item.namespace, item.network, item.name, item.remote_namespace, item.remote_network,
                      item.network_uid, item.remote_uid, _us(item.create_time), item.phase.value,
                      json.dumps(list(item.conflicts)), int(item.ready), _hex(h)))
+
+    def attachment_unused(self, network_uid: str, site: str, since: datetime) -> None:
+        """Notes that the network has had no half towards ``site`` since
+        ``since`` (kept if noted already; ``attach`` clears it)."""
+        self._q("UPDATE attachments SET unused_since=? WHERE network_uid=? AND site=? AND unused_since IS NULL",
+                (_us(since), network_uid, site))
+
+    def idle_attachments(self) -> list[tuple[str, str, datetime | None]]:
+        """(network uid, site, unused since or None if not noted yet) of the
+        attachments whose network has no half towards their site."""
+        return [(r[0], r[1], _dt(r[2]) if r[2] is not None else None) for r in self._q(
+            "SELECT a.network_uid, a.site, a.unused_since FROM attachments a WHERE NOT EXISTS "
+            "(SELECT 1 FROM peerings p WHERE p.network_uid = a.network_uid AND p.remote_site = a.site "
+            "AND p.remote_site != '') "
+            "ORDER BY a.site, a.idx")]
+
+    def count_attachments(self, namespace: str, site: str) -> int:
+        """The slots the networks of ``namespace`` hold on the link with ``site``."""
+        return self._q("SELECT COUNT(*) FROM attachments a JOIN networks n ON n.uid = a.network_uid "
+                       "WHERE a.site=? AND n.namespace=?", (site, namespace)).fetchone()[0]
+
+    def attachment_use(self) -> dict[str, dict[str, int]]:
+        """Slots held on each link, by namespace: {site: {namespace: slots}}."""
+        out: dict[str, dict[str, int]] = {}
+        for site, namespace, count in self._q(
+                "SELECT a.site, n.namespace, COUNT(*) FROM attachments a JOIN networks n ON n.uid = a.network_uid "
+                "GROUP BY a.site, n.namespace"):
+            out.setdefault(site, {})[namespace] = count
+        return out

@@ -3,8 +3,8 @@
 WAL journal with ``synchronous=FULL``: a write acknowledged to a client was
 fsynced before the acknowledgement, so it survives kill -9 and power loss.
 One write connection guarded by a lock (writes are serialized by the
-service anyway); reads go through one read-only connection per thread, so
-they never wait for a write in progress. The files are private (0600): they
+service anyway); reads go through a bounded pool of read-only connections
+(``netpeer.store.pool``), so they never wait for a write in progress. The files are private (0600): they
 hold token hashes. The schema comes from ``netpeer.store.migrations``.
 
 Longer than 400 lines: its transaction class is also the PostgreSQL
@@ -26,6 +26,7 @@ from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, 
 from netpeer.errors import FailedPrecondition
 from netpeer.store import migrations
 from netpeer.store.base import Store, Transaction
+from netpeer.store.pool import Pool
 from netpeer.store.sites_sql import SiteMirrorSql
 
 
@@ -40,10 +41,18 @@ def _dt(us: int) -> datetime:
 class SqliteStore(Store):
     savepoints = True
 
-    def __init__(self, path: str | os.PathLike, upgrade: bool = True):
+    #: Read connections open at most (more reads at once wait for one), and
+    #: how many of them stay open when idle. netpeerd reads on its 16 read
+    #: workers, the sweeper, the programmer and the metrics endpoint.
+    READERS, IDLE_READERS = 32, 4
+
+    def __init__(self, path: str | os.PathLike, upgrade: bool = True, readers: int = READERS,
+                 idle_readers: int = IDLE_READERS, reader_idle_s: float = 30.0):
         """Opens (creating it if needed) the store at ``path``. Missing
         migrations are applied unless ``upgrade`` is false (then an old store
-        is refused with the command that upgrades it)."""
+        is refused with the command that upgrades it). At most ``readers``
+        read connections are open at once; beyond ``idle_readers``, those
+        idle for ``reader_idle_s`` are closed."""
         self.path = self.where = str(path)
         if self.path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
@@ -59,13 +68,12 @@ class SqliteStore(Store):
             if self.path != ":memory:":
                 os.umask(old_umask)
         self._lock = threading.RLock()
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
-        # Readers inside read(): close() leaves them to their own thread (closing
-        # a connection another thread is querying crashes the sqlite3 module).
-        self._busy: set[sqlite3.Connection] = set()
-        self._closed = False
+        # A reader busy in read() when the store is closed is closed by its own
+        # thread (closing a connection another thread is querying crashes the
+        # sqlite3 module): the pool does that.
+        self.readers: Pool[sqlite3.Connection] = Pool(
+            self._open_reader, sqlite3.Connection.close, maximum=readers, keep=idle_readers, idle=reader_idle_s,
+            where=f"store {self.where}")
         #: The migrations this opening applied.
         self.applied = self.migrate(apply=upgrade)
         with self._lock:
@@ -114,27 +122,20 @@ class SqliteStore(Store):
     def store_id(self) -> str:
         return self._store_id
 
-    def _reader(self) -> sqlite3.Connection | None:
-        """This thread's read-only connection (WAL lets readers run while a
-        write transaction is open); None for an in-memory store."""
-        if self.path == ":memory:":
-            return None
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA query_only=ON")
-            self._local.db = db
-            with self._readers_lock:
-                self._readers.append(db)
+    def _open_reader(self) -> sqlite3.Connection:
+        """A read-only connection (WAL lets readers run while a write
+        transaction is open)."""
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA query_only=ON")
         return db
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Transaction]:
         """A consistent snapshot of what was committed. Reads do not wait for
-        a write in progress (which may be waiting for OVN): each thread reads
-        through its own connection."""
-        db = self._reader()
-        if db is None:
+        a write in progress (which may be waiting for OVN): each takes a
+        read connection of its own from the pool for its duration (an
+        in-memory store has none: its reads take the write connection)."""
+        if self.path == ":memory:":
             with self._lock:
                 self._db.execute("BEGIN")
                 try:
@@ -142,21 +143,18 @@ class SqliteStore(Store):
                 finally:
                     self._db.execute("ROLLBACK")
             return
-        with self._readers_lock:
-            if self._closed:
-                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-            self._busy.add(db)
+        db = self.readers.take()
+        clean = False
         try:
             db.execute("BEGIN")
             try:
                 yield _SqliteTx(db)
             finally:
                 db.execute("ROLLBACK")
+                clean = True
         finally:
-            with self._readers_lock:
-                self._busy.discard(db)
-                if self._closed:
-                    db.close()
+            # A connection whose transaction could not be ended is not reused.
+            self.readers.give(db, broken=not clean)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Transaction]:
@@ -173,12 +171,7 @@ class SqliteStore(Store):
     def close(self) -> None:
         with self._lock:
             self._db.close()
-        with self._readers_lock:
-            self._closed = True
-            for db in self._readers:
-                if db not in self._busy:
-                    db.close()
-            self._readers.clear()
+        self.readers.close()
 
 
 _NET_COLS = "namespace, name, uid, subnets, routes, description, create_time, update_time, revision"

@@ -420,13 +420,16 @@ class ServerStatus(_message.Message):
     def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ..., site: _Optional[str] = ..., sites: _Optional[_Iterable[_Union[SiteLinkStatus, _Mapping]]] = ..., replica: _Optional[str] = ..., leader: _Optional[str] = ...) -> None: ...
 
 class SiteLinkStatus(_message.Message):
-    __slots__ = ("site", "reachable", "last_ok_time", "last_error", "exchanges", "failures", "bytes_sent", "bytes_received", "resyncs_sent", "resyncs_received", "pending_changes", "diverged", "items_told", "items_held")
+    __slots__ = ("site", "reachable", "last_ok_time", "last_error", "exchanges", "failures", "capacity", "slots_used", "top_namespaces", "bytes_sent", "bytes_received", "resyncs_sent", "resyncs_received", "pending_changes", "diverged", "items_told", "items_held")
     SITE_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
     LAST_OK_TIME_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     EXCHANGES_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
+    TOP_NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
     BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     RESYNCS_SENT_FIELD_NUMBER: _ClassVar[int]
@@ -441,6 +444,9 @@ class SiteLinkStatus(_message.Message):
     last_error: str
     exchanges: int
     failures: int
+    capacity: int
+    slots_used: int
+    top_namespaces: _containers.RepeatedCompositeFieldContainer[NamespaceSlots]
     bytes_sent: int
     bytes_received: int
     resyncs_sent: int
@@ -449,7 +455,15 @@ class SiteLinkStatus(_message.Message):
     diverged: bool
     items_told: int
     items_held: int
-    def __init__(self, site: _Optional[str] = ..., reachable: _Optional[bool] = ..., last_ok_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., exchanges: _Optional[int] = ..., failures: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., resyncs_sent: _Optional[int] = ..., resyncs_received: _Optional[int] = ..., pending_changes: _Optional[int] = ..., diverged: _Optional[bool] = ..., items_told: _Optional[int] = ..., items_held: _Optional[int] = ...) -> None: ...
+    def __init__(self, site: _Optional[str] = ..., reachable: _Optional[bool] = ..., last_ok_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., exchanges: _Optional[int] = ..., failures: _Optional[int] = ..., capacity: _Optional[int] = ..., slots_used: _Optional[int] = ..., top_namespaces: _Optional[_Iterable[_Union[NamespaceSlots, _Mapping]]] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., resyncs_sent: _Optional[int] = ..., resyncs_received: _Optional[int] = ..., pending_changes: _Optional[int] = ..., diverged: _Optional[bool] = ..., items_told: _Optional[int] = ..., items_held: _Optional[int] = ...) -> None: ...
+
+class NamespaceSlots(_message.Message):
+    __slots__ = ("namespace", "slots")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    slots: int
+    def __init__(self, namespace: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
 
 class SiteSync(_message.Message):
     __slots__ = ("site", "to_site", "delta", "ack_stream", "ack", "want_full")

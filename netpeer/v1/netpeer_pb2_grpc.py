@@ -123,7 +123,9 @@ class NetworkServiceServicer:
     def UpdateNetwork(self, request, context):
         """Updates description, subnets and routes. A prefix change re-syncs the
         routes of every Bound peer in the same OVN transaction; a change that
-        would overlap a Bound peer is refused with FAILED_PRECONDITION.
+        would overlap a Bound peer is refused with FAILED_PRECONDITION (one
+        that overlaps a network Bound to a peer too, without naming it: such
+        answers are counted per token, RESOURCE_EXHAUSTED when spent).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

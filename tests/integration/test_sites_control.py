@@ -216,7 +216,8 @@ def test_withdrawal_reaches_the_other_site_and_removes_its_rows(sites):
     sites["west"].settle()
     assert not [r for r in rows(sites["west"], "Logical_Router_Static_Route") if r["ip_prefix"] == "10.1.0.0/24"]
     # East's last half towards west is gone: its routes and allow policies went; its transit port stays
-    # (re-created at once, OVN 23.03 keeps the old tunnel key) until the network is deleted.
+    # (re-created at once, OVN 23.03 keeps the old tunnel key) for attachment_grace, or until the network
+    # is deleted.
     sites["east"].settle()
     port = names.transit_switch_port("east", "west", a["uid"])
     assert not [r for r in rows(sites["east"], "Logical_Router_Static_Route") if r["ip_prefix"] == "10.2.0.0/24"]
@@ -239,6 +240,40 @@ def test_status_shows_the_links_and_bad_input_names_the_field(sites):
             east.create_peering("team-a", "net-a", "p", "net-b", "team-b", remote_site=site)
         assert exc.value.message.startswith("remote.site: ") and words in exc.value.message
     assert east.list_peerings("team-a", "net-a") == []
+
+
+def test_slots_on_the_link_are_counted_per_namespace_shown_and_released_after_their_grace(sites):
+    from datetime import timedelta
+    from netpeer.cli.output import status_detail
+    from netpeer.core.models import Quotas
+    from netpeer.ovn.ic_rows import capacity
+    d = sites["east"]
+    d.service.quotas = Quotas(site_attachments_per_namespace=2)
+    d.service.reconciler.attachment_grace = timedelta(seconds=1)
+    east = d.client()
+    uids = [east.create_network("team-a", f"n{i}", [f"10.{i}.0.0/24"])["uid"] for i in range(3)]
+    for i in range(2):
+        east.create_peering("team-a", f"n{i}", "p", f"x{i}", "team-b", remote_site="west")
+    with pytest.raises(errors.ResourceExhausted) as exc:
+        east.create_peering("team-a", "n2", "p", "x2", "team-b", remote_site="west")
+    assert "quotas.site_attachments_per_namespace = 2" in exc.value.message and "\n" not in exc.value.message
+    [link] = east.status()["sites"]
+    assert (link["capacity"], link["slots_used"], link["top_namespaces"]) == \
+        (capacity(d.daemon.config.sites[0].transit_ipv4), 2, [{"namespace": "team-a", "slots": 2}])
+    port = names.transit_switch_port("east", "west", uids[0])
+    east.delete_peering("team-a", "n0", "p")
+    d.service.sweep()
+    assert east.status()["sites"][0]["slots_used"] == 2        # within its grace: kept, port and all
+    assert [r for r in rows(d, "Logical_Switch_Port") if r["name"] == port]
+    time.sleep(1.1)
+    d.service.sweep()
+    d.settle()
+    status = east.status()
+    assert status["sites"][0]["slots_used"] == 1
+    assert not [r for r in rows(d, "Logical_Switch_Port") if r["name"] == port]
+    assert f"    slots: 1 of {link['capacity']} used (most: team-a 1)" in status_detail(status).splitlines()
+    time.sleep(d.service.sites.REATTACH_HOLD)
+    east.create_peering("team-a", "n2", "p", "x2", "team-b", remote_site="west")   # room again
 
 
 def test_a_caller_without_the_links_secret_is_refused(sites, tmp_path):

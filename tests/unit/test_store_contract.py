@@ -5,7 +5,9 @@ order, a newer schema and another owner are refused in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -261,6 +263,31 @@ def test_attachments_take_the_lowest_free_slot_and_mark_the_network(store):
         assert tx.attachment("u4", "west") == 0 and tx.attachment("u1", "west") is None
 
 
+def test_attachments_count_per_namespace_and_know_since_when_they_are_unused(store):
+    a1, a2, b1 = net("a", "n1", 1), net("a", "n2", 2), net("b", "n1", 3)
+    with store.write() as tx:
+        for n in (a1, a2, b1):
+            tx.put_network(n)
+            tx.attach(n.uid, "west")
+        tx.attach(a1.uid, "east")
+        tx.put_peering(dataclasses.replace(half(a1, b1), remote_site="west"))
+    with store.read() as tx:
+        assert (tx.count_attachments("a", "west"), tx.count_attachments("a", "east"),
+                tx.count_attachments("b", "west"), tx.count_attachments("c", "west")) == (2, 1, 1, 0)
+        assert tx.attachment_use() == {"west": {"a": 2, "b": 1}, "east": {"a": 1}}
+        # a1 has a half towards west: in use; the others have none, not noted yet.
+        assert sorted(tx.idle_attachments()) == sorted([(a1.uid, "east", None), (a2.uid, "west", None),
+                                                        (b1.uid, "west", None)])
+    with store.write() as tx:
+        tx.attachment_unused(a2.uid, "west", T0)
+        tx.attachment_unused(a2.uid, "west", T0 + timedelta(hours=1))   # the first time stays
+        tx.attachment_unused(b1.uid, "west", T0)
+        assert tx.attach(b1.uid, "west") == 2                            # in use again, same slot
+    with store.read() as tx:
+        assert sorted(tx.idle_attachments()) == sorted([(a1.uid, "east", None), (a2.uid, "west", T0),
+                                                        (b1.uid, "west", None)])
+
+
 def test_revisions_grow_and_survive_pruning(store):
     with store.write() as tx:
         for i in range(5):
@@ -317,6 +344,184 @@ def test_a_newer_schema_is_refused_in_one_line(store):
         open_store(where)
     assert "\n" not in err.value.message and f"schema version {migrations.LATEST + 1}" in err.value.message
     _set_version(store, migrations.LATEST)
+
+
+# ---------------------------------------------------------------- read connections
+def open_connections(store, at_most: int | None = None) -> int:
+    """The store's connections as seen from outside it, its writer's
+    included: descriptors of its SQLite WAL file open in this process (each
+    connection has its own; SQLite keeps a closed one's descriptor of the
+    main file for the next to open it while others hold locks on it), or its
+    database's sessions in PostgreSQL (a session closed a moment ago may
+    still be ending: waits up to 5 s for ``at_most``)."""
+    if not hasattr(store, "url"):
+        fds = []
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                fds.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return fds.count(str(store.path) + "-wal")
+    import psycopg
+    deadline = time.monotonic() + 5
+    with psycopg.connect(store.url, autocommit=True) as db:
+        while True:
+            count = db.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                               "AND pid <> pg_backend_pid()").fetchone()[0]
+            if at_most is None or count <= at_most or time.monotonic() > deadline:
+                return count
+            time.sleep(0.05)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def pooled(request, tmp_path):
+    """A store with at most 3 read connections, 1 of them kept when idle for 0.3 s."""
+    cluster = request.getfixturevalue("pg_cluster") if request.param == "postgresql" else None
+    s = make_store(request.param, tmp_path, cluster, readers=3, idle_readers=1, reader_idle_s=0.3)
+    yield s
+    s.close()
+
+
+def read_in_threads(store, threads: int, hold: float = 0.0, at_once: int | None = None) -> list[str]:
+    """``threads`` short-lived threads, each reading once (holding the read
+    ``hold`` s), ``at_once`` of them at a time (default: all); what each got."""
+    outcomes: list[str] = []
+
+    def read():
+        try:
+            with store.read() as tx:
+                tx.revisions()
+                time.sleep(hold)
+            outcomes.append("ok")
+        except errors.NetpeerError as exc:
+            outcomes.append(exc.message)
+
+    at_once = at_once or threads
+    for first in range(0, threads, at_once):
+        batch = [threading.Thread(target=read) for _ in range(first, min(threads, first + at_once))]
+        for t in batch:
+            t.start()
+        for t in batch:
+            t.join()
+    return outcomes
+
+
+def test_threads_that_read_and_end_leave_no_connection_behind(store):
+    """netpeerd serves some requests on threads that come and go (one per
+    metrics scrape): what they read through stays open only while reads
+    run, at most as many as ran at once."""
+    before = open_connections(store)
+    assert read_in_threads(store, 200, at_once=10) == ["ok"] * 200
+    assert open_connections(store, at_most=before + 10) <= before + 10
+
+
+def test_reads_beyond_the_maximum_wait_for_a_connection_and_never_open_more(pooled):
+    writer = 1                          # the write connection; readers come on top
+    peak = [0]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], open_connections(pooled))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        outcomes = read_in_threads(pooled, 12, hold=0.1)
+    finally:
+        done.set()
+        watcher.join()
+    assert outcomes == ["ok"] * 12
+    assert writer < peak[0] <= writer + 3, (writer, peak)
+    # Busy beyond the wait: one line, and the waiting read changed nothing.
+    pooled.readers.wait = 0.2
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold():
+        with pooled.read():
+            held.set()
+            release.wait(10)
+
+    holders = [threading.Thread(target=hold) for _ in range(3)]
+    for t in holders:
+        t.start()
+    try:
+        assert held.wait(10)
+        time.sleep(0.1)
+        with pytest.raises(errors.Unavailable) as err:
+            with pooled.read():
+                pass
+        assert "\n" not in err.value.message and "all 3 read connections stayed busy for 0.2s" in err.value.message
+    finally:
+        release.set()
+        for t in holders:
+            t.join()
+    assert open_connections(pooled, at_most=writer + 3) <= writer + 3
+
+
+def test_idle_connections_beyond_the_minimum_are_closed(pooled):
+    writer = 1                          # the write connection; readers come on top
+    assert read_in_threads(pooled, 3, hold=0.1) == ["ok"] * 3
+    assert open_connections(pooled) == writer + 3
+    time.sleep(0.5)
+    with pooled.read() as tx:          # the pool looks at its idle connections when used
+        tx.revisions()
+    assert open_connections(pooled, at_most=writer + 1) == writer + 1
+
+
+def test_closing_the_store_closes_a_busy_reader_when_its_thread_is_done(pooled):
+    inside, closed = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def read():
+        with pooled.read() as tx:
+            seen.append(tx.revisions())
+            inside.set()
+            closed.wait(10)
+            seen.append(tx.revisions())     # still usable: closing did not pull it away
+
+    t = threading.Thread(target=read)
+    t.start()
+    assert inside.wait(10)
+    pooled.close()
+    assert open_connections(pooled, at_most=1) == 1     # the busy reader, not the writer
+    closed.set()
+    t.join()
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert open_connections(pooled, at_most=0) == 0
+    with pytest.raises(errors.Unavailable, match="is closed"):
+        with pooled.read():
+            pass
+
+
+def test_a_broken_postgresql_connection_is_dropped_not_given_back(pg_cluster, tmp_path):
+    import psycopg
+    store = make_store("postgresql", tmp_path, pg_cluster, readers=3, idle_readers=3)
+    try:
+        assert read_in_threads(store, 3, hold=0.1) == ["ok"] * 3
+        assert open_connections(store) == 4
+
+        def terminate_all():
+            with psycopg.connect(store.url, autocommit=True) as db:
+                db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            assert open_connections(store, at_most=0) == 0
+
+        terminate_all()                     # PostgreSQL restarted, as far as the store can tell
+        with store.read() as tx:            # the broken ones are dropped: this one is new
+            assert tx.revisions()
+        assert open_connections(store) == 1 and store.readers.open == 1
+        # Broken while in use: the read fails in one line and its connection is not kept.
+        with pytest.raises(errors.Unavailable) as err:
+            with store.read() as tx:
+                terminate_all()
+                tx.revisions()
+        assert "\n" not in err.value.message
+        assert store.readers.open == 0
+        with store.read() as tx:
+            assert tx.revisions()
+    finally:
+        store.close()
 
 
 # ---------------------------------------------------------------- replicas (PostgreSQL)
