@@ -20,7 +20,7 @@ from typing import Mapping
 import grpc
 
 from netpeer import errors
-from netpeer.api import convert
+from netpeer.api import convert, intake
 from netpeer.api.errors import code_for, from_rpc_error
 from netpeer.core.sides import Sync
 from netpeer.listen import check_listen, is_local_address
@@ -40,46 +40,98 @@ _CLIENT_OPTIONS = _OPTIONS + [("grpc.initial_reconnect_backoff_ms", 200), ("grpc
                               ("grpc.max_reconnect_backoff_ms", 5000)]
 
 
-def _secret(context) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization":
-            scheme, _, secret = value.partition(" ")
-            return secret.strip() if scheme.lower() == "bearer" else ""
+#: The caller's site, in the metadata: the secret is checked before the request is read.
+SITE_KEY = "x-netpeer-site"
+SYNC = "/netpeer.v1.SiteService/Sync"
+
+
+def _metadata(pairs, key: str) -> str:
+    for k, value in pairs or ():
+        if k == key:
+            return value
     return ""
 
 
-class _Servicer(pb_grpc.SiteServiceServicer):
+def _bearer(pairs) -> str:
+    scheme, _, secret = _metadata(pairs, "authorization").partition(" ")
+    return secret.strip() if scheme.lower() == "bearer" else ""
+
+
+class _Servicer:
+    """SiteService. A call is judged on its metadata first (the calling site
+    and its secret): a caller without the link's secret, or from a site this
+    one is not linked to, is answered without its request being parsed; a
+    request that does not parse answers INVALID_ARGUMENT in one line (logged
+    at most once a minute), never INTERNAL with a traceback."""
+
     def __init__(self, links: SiteLinks, secrets: Mapping[str, str]):
         self.links = links
         self.secrets = dict(secrets)
+        self.refusals = intake.Sparse("refused site link requests")
 
-    def _authenticate(self, request, context) -> None:
-        expected = self.secrets.get(request.site, "")
-        given = _secret(context)
+    def gate(self, pairs, auth_context) -> errors.NetpeerError | None:
+        """Why a call may not go on, from its metadata alone (None: it may)."""
+        site = _metadata(pairs, SITE_KEY)
+        expected = self.secrets.get(site, "")
         # Compared whether or not the site is known (a decoy): no timing oracle.
-        ok = hmac.compare_digest(given.encode(), (expected or "\0" * 43).encode()) and bool(expected)
+        ok = hmac.compare_digest(_bearer(pairs).encode(), (expected or "\0" * 43).encode()) and bool(expected)
         if not expected:
-            self.links.check_linked(request.site)   # a link configured on the other side only: say so
+            try:
+                self.links.check_linked(site)   # a link configured on the other side only: say so
+            except errors.NetpeerError as exc:
+                return exc
         if not ok:
-            raise errors.Unauthenticated(f"site: {request.site!r} did not present this link's secret")
-        names = (context.auth_context() or {}).get("x509_common_name")
-        if names and request.site.encode() not in names:
-            raise errors.PermissionDenied(f"site: the certificate names {names[0].decode(errors='replace')!r}, "
-                                          f"not {request.site!r}", field="site", value=request.site)
-        if request.to_site != self.links.here:
-            raise errors.InvalidArgument.for_field("to_site", request.to_site, f"is not this site ({self.links.here})")
+            return errors.Unauthenticated(f"site: {site!r} did not present this link's secret")
+        names = (auth_context or {}).get("x509_common_name")
+        if names and site.encode() not in names:
+            return errors.PermissionDenied(f"site: the certificate names {names[0].decode(errors='replace')!r}, "
+                                           f"not {site!r}", field="site", value=site)
+        return None
 
     def Sync(self, request, context):
+        pairs = context.invocation_metadata()
+        refused = self.gate(pairs, context.auth_context())
+        if refused is None and isinstance(request, intake.Refused):
+            refused = request.error
+        if refused is not None:
+            self.refusals.note(f"{context.peer()}: {refused.message}")
+            context.abort(code_for(refused), refused.message)
         try:
-            self._authenticate(request, context)
+            if request.site != _metadata(pairs, SITE_KEY):
+                raise errors.PermissionDenied(f"site: the request names {request.site!r}, its call "
+                                              f"{_metadata(pairs, SITE_KEY)!r}", field="site", value=request.site)
+            if request.to_site != self.links.here:
+                raise errors.InvalidArgument.for_field("to_site", request.to_site,
+                                                       f"is not this site ({self.links.here})")
             answer = convert.sync_to_pb(self.links.receive(convert.sync_from_pb(request)))
             self.links.count(request.site, answer.ByteSize(), request.ByteSize())
             return answer
         except errors.NetpeerError as exc:
             context.abort(code_for(exc), exc.message)
         except Exception:
-            LOG.exception("site exchange from %r failed", request.site)
+            LOG.exception("site exchange from %r failed", getattr(request, "site", "?"))
             context.abort(grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log")
+
+
+class _Gate(grpc.ServerInterceptor):
+    """Answers a call that its metadata already refuses without reading its
+    request (``_Servicer.gate``)."""
+
+    def __init__(self, servicer: _Servicer):
+        self.servicer = servicer
+
+    def intercept_service(self, continuation, details):
+        # No auth context here: the certificate check waits for the method (the request is read by then).
+        refused = self.servicer.gate(details.invocation_metadata, None)
+        if refused is None:
+            return continuation(details)
+        servicer = self.servicer
+
+        def deny(request, context):
+            servicer.refusals.note(f"{context.peer()}: {refused.message}")
+            context.abort(code_for(refused), refused.message)
+        # (a deserializer that returns None counts as one that failed: it returns the refusal instead)
+        return grpc.unary_unary_rpc_method_handler(deny, request_deserializer=lambda data: refused)
 
 
 class SiteServer:
@@ -94,10 +146,13 @@ class SiteServer:
         check_listen(address, tls=cert is not None, field="interconnect.listen",
                      remedy="configure [interconnect] cert and key")
         self.address = address
-        self._server = grpc.server(futures.ThreadPoolExecutor(workers, thread_name_prefix="site-rpc"),
-                                   options=_OPTIONS)
         self._servicer = _Servicer(links, secrets)
-        pb_grpc.add_SiteServiceServicer_to_server(self._servicer, self._server)
+        self._server = grpc.server(futures.ThreadPoolExecutor(workers, thread_name_prefix="site-rpc"),
+                                   options=_OPTIONS, interceptors=[_Gate(self._servicer)])
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("netpeer.v1.SiteService", {
+            "Sync": grpc.unary_unary_rpc_method_handler(
+                self._servicer.Sync, request_deserializer=intake.parser(SYNC, pb.SiteSync.FromString, MAX_MESSAGE),
+                response_serializer=pb.SiteSync.SerializeToString)}),))
         self.tls = cert is not None
         self._lock = threading.Lock()
         self._credentials: tuple | None = None
@@ -220,7 +275,8 @@ class SiteTransport:
             k = (first + i) % len(stubs)
             try:
                 answer = stubs[k].Sync(request, timeout=self.timeout,
-                                       metadata=(("authorization", f"Bearer {self.secrets[site]}"),))
+                                       metadata=(("authorization", f"Bearer {self.secrets[site]}"),
+                                                 (SITE_KEY, self.here)))
             except grpc.RpcError as exc:
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                     raise errors.FailedPrecondition(f"site {site} runs a netpeer without SiteService.Sync: every "

@@ -317,3 +317,41 @@ def test_config_refuses_bad_site_settings(tmp_path):
         assert words in exc.value.message and "\n" not in exc.value.message
 
 
+
+
+def test_the_site_link_refuses_bad_calls_in_one_line_and_reads_no_request_without_the_secret(sites, caplog):
+    """A call without the link's secret is answered from its metadata, its
+    request never parsed; one from a site that is not linked says so; a
+    request that does not parse answers INVALID_ARGUMENT, never INTERNAL
+    with a traceback."""
+    import grpc
+    listen = sites["west"].daemon.config.site_listen
+    secret = sites["west"].daemon.config.sites[0].secret_file.read_text().strip()
+    channel = grpc.insecure_channel(listen, options=[("grpc.max_send_message_length", 64 << 20)])
+    call = channel.unary_unary("/netpeer.v1.SiteService/Sync", request_serializer=lambda b: b,
+                               response_deserializer=lambda b: b)
+
+    def code_of(body: bytes, *metadata):
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                call(body, metadata=metadata, timeout=10)
+                return grpc.StatusCode.OK, ""
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline:
+                    time.sleep(0.1)   # east may hold a backed-off connection to the same socket
+                    continue
+                return exc.code(), exc.details()
+    try:
+        with caplog.at_level("DEBUG"):
+            garbage = b"\xff" * (8 << 20)
+            code, text = code_of(garbage, ("authorization", "Bearer nope-" + "x" * 30), ("x-netpeer-site", "east"))
+            assert code == grpc.StatusCode.UNAUTHENTICATED and "secret" in text and "\n" not in text
+            code, text = code_of(b"", ("authorization", f"Bearer {secret}"), ("x-netpeer-site", "north"))
+            assert code == grpc.StatusCode.PERMISSION_DENIED and "'north' is not linked to site west" in text
+            code, text = code_of(b"\x0a\x05\xff\xfe\xfd\xfc\xfb", ("authorization", f"Bearer {secret}"),
+                                 ("x-netpeer-site", "east"))
+            assert code == grpc.StatusCode.INVALID_ARGUMENT and "not a valid netpeer.v1.SiteSync" in text, text
+        assert "Traceback" not in caplog.text and "Exception deserializing" not in caplog.text
+    finally:
+        channel.close()
