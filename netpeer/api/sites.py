@@ -2,11 +2,13 @@
 
 ``SiteServer`` listens on ``[interconnect] listen`` and serves nothing but
 SiteService (tenants never reach it, site secrets never reach the tenant
-API). A caller proves its site with the secret the two sites share
-(``[sites.NAME] secret_file``, compared in constant time) and, with mTLS,
-a certificate whose common name is its site. ``SiteTransport`` is the
-calling side: one channel per other site, TLS unless the endpoint is
-loopback or a unix socket.
+API). A caller names its site in the call's metadata and proves it with
+the secret the two sites share (``[sites.NAME] secret_file``, compared in
+constant time), checked before its request is read, and, with mTLS, a
+certificate whose common name is its site. ``SiteTransport`` is the
+calling side: channels per other site (one per replica it lists), TLS
+whenever this site has a certificate, else unless the endpoint is loopback
+or a unix socket.
 """
 
 from __future__ import annotations
