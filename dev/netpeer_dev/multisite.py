@@ -147,7 +147,7 @@ class MultiSiteStack:
                                                        "is too long for unix sockets; choose a shorter path")
         _require_site_config()
         try:
-            self.sites.start(lambda site: self.stacks[site].site_socket, timeout=timeout, progress=say)
+            self.sites.start(lambda site: [self.stacks[site].site_socket], timeout=timeout, progress=say)
         except SitesError as exc:
             raise errors.FailedPrecondition(str(exc)) from None
         self.ensure_secrets()

@@ -63,7 +63,7 @@ def add_site(multi: MultiSiteStack, name: str, say: Say, timeout: float = 180.0)
         "the site links' relays")
     sites.net.build_site(plan)
     _tunnels(grown, name, deadline)
-    sites.relay(name).start(stack.site_socket)
+    sites.relay(name).start([stack.site_socket])
     for other in others:
         sites.relay(other).update(deadline)
     sites.relay(name).wait(deadline)
