@@ -29,7 +29,10 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
     up.add_argument("--ha", action="store_true",
                     help="replicas: PostgreSQL, an NB Raft cluster of 3, SB, northd and --replicas netpeerd; "
                          "with --sites: HA gateways (--ha-gateways)")
-    up.add_argument("--replicas", type=int, default=2, help="with --ha: how many netpeerd replicas (default 2)")
+    up.add_argument("--replicas", type=int, default=None,
+                    help="with --ha: how many netpeerd replicas, 2 to 5 (default 2); with --sites: how many per "
+                         "site, on a PostgreSQL database per site, 1 to 5 (default 1: one netpeerd on SQLite); "
+                         "a stack already made keeps its number until `netpeer dev down`")
     how = up.add_mutually_exclusive_group()
     how.add_argument("--adopt-ovn", action="store_true", help="passed to netpeerd: rebuild a lost store from OVN")
     how.add_argument("--accept-rollback", action="store_true", help="passed to netpeerd: make OVN match the store")
@@ -85,6 +88,9 @@ def run(ctx, args) -> int:
     ha = HaStack(stack.dir)
     if (args.action == "up" and args.ha) or (args.action in ("up", "down", "status") and ha.enabled):
         return _run_ha(ctx, args, ha, stack, say)
+    if args.action == "up" and args.replicas is not None:
+        raise errors.InvalidArgument.for_field("--replicas", args.replicas, "needs --ha (replicas of a single "
+                                               "site) or --sites (replicas of each site)")
     if args.action == "up":
         serve_args = ("--adopt-ovn",) if args.adopt_ovn else ("--accept-rollback",) if args.accept_rollback else ()
         stack.up(args.chassis, args.sweep_interval, say, serve_args)
@@ -135,7 +141,8 @@ def _run_ha(ctx, args, ha: HaStack, stack: DevStack, say) -> int:
             raise errors.FailedPrecondition(f"{stack.dir} holds a single-process dev stack: `netpeer dev down "
                                             "--purge` first, or pass another --state-dir")
         serve_args = ("--adopt-ovn",) if args.adopt_ovn else ("--accept-rollback",) if args.accept_rollback else ()
-        ha.up(args.replicas if args.ha else ha.replicas, args.sweep_interval, say, serve_args)
+        replicas = args.replicas if args.replicas is not None else ha.replicas if ha.enabled else 2
+        ha.up(replicas, args.sweep_interval, say, serve_args)
         print(f"export NETPEER_ENDPOINT={ha.endpoint}")
         print(f"export NETPEER_TOKEN={ha.admin_token()}")
         say(f"ready: {ha.replicas} replicas. OVN NB: ovn-nbctl --db={ha.nb.nb_remote} show")

@@ -40,6 +40,7 @@ def add_site(multi: MultiSiteStack, name: str, say: Say, timeout: float = 180.0)
     if not SITE_NAME.match(name):
         raise errors.InvalidArgument.for_field("SITE", name, "must be a lowercase letter followed by at most 9 "
                                                "lowercase letters or digits")
+    _refuse_replicas(multi, name, "add", multi.names + [name])
     if name in multi.names:
         raise errors.AlreadyExists(f"SITE: {name!r} is a site of the stack in {multi.dir} already", field="SITE",
                                    value=name)
@@ -49,7 +50,8 @@ def add_site(multi: MultiSiteStack, name: str, say: Say, timeout: float = 180.0)
     _require_running(multi)
     indices = multi.sites.indices
     index = min(set(range(MAX_SITES)) - set(indices.values()))
-    grown = MultiSiteStack(multi.dir, multi.names + [name], multi.sites.ha, {**indices, name: index})
+    grown = MultiSiteStack(multi.dir, multi.names + [name], multi.sites.ha, {**indices, name: index},
+                           multi.replicas)
     sites, plan, stack = grown.sites, grown.sites.plan(name), grown.stacks[name]
     others = multi.names
     deadline = time.monotonic() + timeout
@@ -63,7 +65,7 @@ def add_site(multi: MultiSiteStack, name: str, say: Say, timeout: float = 180.0)
         "the site links' relays")
     sites.net.build_site(plan)
     _tunnels(grown, name, deadline)
-    sites.relay(name).start(stack.site_socket)
+    sites.relay(name).start(stack.site_sockets)
     for other in others:
         sites.relay(other).update(deadline)
     sites.relay(name).wait(deadline)
@@ -98,11 +100,13 @@ def retire_site(multi: MultiSiteStack, name: str, say: Say, timeout: float = 120
     if name not in multi.names:
         raise errors.NotFound(f"SITE: {name!r} is not a site of the stack in {multi.dir} "
                               f"({', '.join(multi.names)})", field="SITE", value=name)
+    _refuse_replicas(multi, name, "retire", [n for n in multi.names if n != name])
     rest = [n for n in multi.names if n != name]
     if len(rest) < 2:
         raise errors.FailedPrecondition(f"SITE: retiring {name!r} would leave one site: `netpeer dev down` "
                                         "removes the whole stack", field="SITE", value=name)
-    smaller = MultiSiteStack(multi.dir, rest, multi.sites.ha, {n: multi.sites.indices[n] for n in rest})
+    smaller = MultiSiteStack(multi.dir, rest, multi.sites.ha, {n: multi.sites.indices[n] for n in rest},
+                             multi.replicas)
     sites, plan = multi.sites, multi.sites.plan(name)
     deadline = time.monotonic() + timeout
 
@@ -152,6 +156,16 @@ def retire_site(multi: MultiSiteStack, name: str, say: Say, timeout: float = 120
 
 
 # ------------------------------------------------------------------ the steps' pieces
+
+def _refuse_replicas(multi: MultiSiteStack, name: str, verb: str, then: list[str]) -> None:
+    """A stack whose sites run netpeerd replicas changes its sites only by
+    ``down`` and ``up``: the steps here reload one netpeerd per site."""
+    if multi.replicas > 1:
+        raise errors.FailedPrecondition(
+            f"SITE: {name!r}: the stack in {multi.dir} runs {multi.replicas} netpeerd replicas per site, and `netpeer "
+            f"dev site {verb}` takes sites with one netpeerd: `netpeer dev down`, then `netpeer dev up --sites "
+            f"{','.join(then)} --replicas {multi.replicas}`", field="SITE", value=name)
+
 
 def _require_running(multi: MultiSiteStack) -> None:
     stopped = [n for n, s in multi.stacks.items() if s.netpeerd_pid() is None]

@@ -40,7 +40,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from netpeer_dev.daemons import OvnDaemonError, alive
 from netpeer_dev.operator import BFD, MAX_SITES, gateway_group, operator_commands, transit_switch, validate_sites
@@ -164,11 +164,12 @@ class Sites:
         return self.state_dir / "sites.json"
 
     # ------------------------------------------------------------ start
-    def start(self, netpeerd_socket: Callable[[str], Path], timeout: float = 120.0,
+    def start(self, netpeerd_sockets: Callable[[str], Sequence[Path]], timeout: float = 120.0,
               progress: Callable[[str], None] | None = None) -> None:
         """Bring the stack up, or what of it is not running (idempotent).
-        ``netpeerd_socket(site)``: where that site's netpeerd serves the other
-        sites (the site link relay forwards their connections to it). Raises SitesError after stopping what
+        ``netpeerd_sockets(site)``: where that site's netpeerd (or each of its
+        replicas) serves the other sites (the site link relay forwards their
+        connections to the first that accepts). Raises SitesError after stopping what
         a first start made; records phase times in :attr:`timings`."""
         say = progress or (lambda m: None)
         if os.geteuid() != 0:
@@ -202,7 +203,7 @@ class Sites:
             self.timings["interconnected"] = time.monotonic() - t0
             self._wait_handshakes(deadline)
             self.timings["tunnels"] = time.monotonic() - t0
-            self._start_links(netpeerd_socket, deadline)
+            self._start_links(netpeerd_sockets, deadline)
         except (OvnDaemonError, WireGuardError, WanError, RuntimeError) as exc:
             if fresh:
                 self._stop_quietly(say)
@@ -342,9 +343,9 @@ class Sites:
         return Relay(self.state_dir / site / "links", self.net.netns(site, "rt"), f"{p.router_lan_ip}:{LINK_PORT}",
                      {q.name: f"{q.router_lan_ip}:{LINK_PORT}" for q in self.plans if q is not p})
 
-    def _start_links(self, netpeerd_socket: Callable[[str], Path], deadline: float) -> None:
+    def _start_links(self, netpeerd_sockets: Callable[[str], Sequence[Path]], deadline: float) -> None:
         for p in self.plans:
-            self.relay(p.name).start(netpeerd_socket(p.name))
+            self.relay(p.name).start(netpeerd_sockets(p.name))
         for p in self.plans:
             self.relay(p.name).wait(deadline)
 
