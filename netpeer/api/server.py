@@ -207,16 +207,15 @@ def _watch(service: Service, pools: _Pools, notifier: Notifier):
             since = request.since_revision if request.HasField("since_revision") else None
             if since is not None and since < 0:
                 raise errors.InvalidArgument.for_field("since_revision", since, "must be a revision (0 or more)")
+            service.check_watch(caller, ns, network)
             if since is None:
-                head = await loop.run_in_executor(pools.read, service.head_revision)
-                await loop.run_in_executor(pools.read, service.watch, caller, ns, network, head)   # authorizes
-                yield convert.bookmark(head)
-                since = head
+                since = await loop.run_in_executor(pools.read, service.watch_head, ns)
+                yield convert.bookmark(since)
             while True:
                 woken = notifier.event_for(ns)
                 # Every round re-authenticates: a revoked token ends its watches.
                 caller = await loop.run_in_executor(pools.read, service.authenticate, token)
-                events = await loop.run_in_executor(pools.read, service.watch, caller, ns, network, since)
+                events, _ = await loop.run_in_executor(pools.read, service.watch_events, ns, network, since)
                 for event in events:
                     yield convert.event_to_pb(event)
                     since = event.revision

@@ -11,10 +11,13 @@ import sys
 import threading
 import time
 
+import grpc
 import pytest
 
 from netpeer import errors
 from netpeer.api.client import Client
+from netpeer.v1 import netpeer_pb2 as pb
+from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 from tests.support import ADMIN_TOKEN, netpeerd_process
 
 
@@ -162,3 +165,40 @@ def test_cli_watch_prints_json_lines(netpeerd, state_dir):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _list_revisions(endpoint: str, token: str, namespace: str, network: str) -> tuple[int, int]:
+    """The revisions ListNetworks and ListPeerings answer."""
+    with grpc.insecure_channel(endpoint) as ch:
+        stub, md = pb_grpc.NetworkServiceStub(ch), (("authorization", f"Bearer {token}"),)
+        networks = stub.ListNetworks(pb.ListNetworksRequest(parent=f"namespaces/{namespace}"), metadata=md, timeout=10)
+        peerings = stub.ListPeerings(pb.ListPeeringsRequest(parent=f"namespaces/{namespace}/networks/{network}"),
+                                     metadata=md, timeout=10)
+    return networks.revision, peerings.revision
+
+
+def test_revisions_count_only_the_namespaces_own_changes(netpeerd):
+    """Another tenant's writes move nothing a tenant sees: its lists' revision
+    stays, and its own events are numbered one after the other. A watch from
+    a list's revision gets exactly what followed the list."""
+    token_a = netpeerd.token("team-a")
+    a, b = Client(netpeerd.endpoint, token_a), netpeerd.tenant("team-b")
+    a.create_network("team-a", "net-a", ["10.1.0.0/24"])
+    listed = _list_revisions(netpeerd.endpoint, token_a, "team-a", "net-a")
+    assert listed[0] == listed[1] == 1
+    for i in range(6):
+        b.create_network("team-b", f"n{i}", [f"10.{20 + i}.0.0/24"])
+    assert _list_revisions(netpeerd.endpoint, token_a, "team-a", "net-a") == listed
+
+    watch = Watcher(a, "team-a", since=listed[0])
+    a.update_network("team-a", "net-a", description="one")
+    b.create_network("team-b", "n6", ["10.26.0.0/24"])
+    a.create_peering("team-a", "net-a", "to-b", "n6", "team-b")
+    b.update_network("team-b", "n6", description="two")
+    got = watch.until(is_("Created", "to-b"))
+    assert [(e["revision"], e["type"], e["name"]) for e in got] == [
+        (listed[0] + 1, "Updated", "net-a"), (listed[0] + 2, "Created", "to-b")]
+    assert _list_revisions(netpeerd.endpoint, token_a, "team-a", "net-a") == (listed[0] + 2,) * 2
+    # B's own revisions count B's changes only, too.
+    assert next(b.watch("team-b", resume=False))["revision"] == 8
+    a.close()
