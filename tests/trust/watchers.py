@@ -8,6 +8,9 @@ and talks to it one JSON line each way:
 
     {"open": N}   opens N more watches from now (each token holds at most
                   PER_TOKEN), answers once every one of them got its bookmark
+    {"hold": 1}   stops reading (what netpeerd sends waits in this process's
+                  gRPC buffers, so receiving costs it nothing meanwhile)
+    {"release": 1} reads again
     {"mark": 1}   counts every watch's events from zero again
     {"report": 1} answers how many are open and how many events each got
                   since the mark (or since it opened)
@@ -40,6 +43,8 @@ class Crowd:
         self.tasks: list[asyncio.Task] = []
         self.events: list[int] = []          # events (not bookmarks) each watch received
         self.errors: Counter = Counter()
+        self.reading = asyncio.Event()
+        self.reading.set()
 
     async def open(self, count: int) -> dict:
         # A few at a time: thousands of calls started at once on fresh
@@ -68,7 +73,12 @@ class Crowd:
 
     async def _follow(self, i: int, call, ready: asyncio.Future) -> None:
         try:
-            async for data in call:
+            while True:
+                if not self.reading.is_set():
+                    await self.reading.wait()
+                data = await call.read()
+                if data is grpc.aio.EOF:
+                    break
                 if not ready.done():
                     ready.set_result(pb.WatchEvent.FromString(data).type == pb.WatchEvent.BOOKMARK)
                 else:
@@ -111,6 +121,12 @@ async def main(endpoint: str, namespace: str, tokens_file: str) -> None:
         command = await commands.get()
         if "open" in command:
             answer = await crowd.open(int(command["open"]))
+        elif "hold" in command:
+            crowd.reading.clear()
+            answer = {"held": True}
+        elif "release" in command:
+            crowd.reading.set()
+            answer = {"held": False}
         elif "mark" in command:
             crowd.events = [0] * len(crowd.events)
             answer = {"marked": len(crowd.events)}
