@@ -410,7 +410,7 @@ def read_in_threads(store, threads: int, hold: float = 0.0, at_once: int | None 
     def read():
         try:
             with store.read() as tx:
-                tx.revisions()
+                tx.revisions("a")
                 time.sleep(hold)
             outcomes.append("ok")
         except errors.NetpeerError as exc:
@@ -487,7 +487,7 @@ def test_idle_connections_beyond_the_minimum_are_closed(pooled):
     assert open_connections(pooled) == writer + 3
     time.sleep(0.5)
     with pooled.read() as tx:          # the pool looks at its idle connections when used
-        tx.revisions()
+        tx.revisions("a")
     assert open_connections(pooled, at_most=writer + 1) == writer + 1
 
 
@@ -497,10 +497,10 @@ def test_closing_the_store_closes_a_busy_reader_when_its_thread_is_done(pooled):
 
     def read():
         with pooled.read() as tx:
-            seen.append(tx.revisions())
+            seen.append(tx.revisions("a"))
             inside.set()
             closed.wait(10)
-            seen.append(tx.revisions())     # still usable: closing did not pull it away
+            seen.append(tx.revisions("a"))     # still usable: closing did not pull it away
 
     t = threading.Thread(target=read)
     t.start()
@@ -531,17 +531,17 @@ def test_a_broken_postgresql_connection_is_dropped_not_given_back(pg_cluster, tm
 
         terminate_all()                     # PostgreSQL restarted, as far as the store can tell
         with store.read() as tx:            # the broken ones are dropped: this one is new
-            assert tx.revisions()
+            assert tx.revisions("a")
         assert open_connections(store) == 1 and store.readers.open == 1
         # Broken while in use: the read fails in one line and its connection is not kept.
         with pytest.raises(errors.Unavailable) as err:
             with store.read() as tx:
                 terminate_all()
-                tx.revisions()
+                tx.revisions("a")
         assert "\n" not in err.value.message
         assert store.readers.open == 0
         with store.read() as tx:
-            assert tx.revisions()
+            assert tx.revisions("a")
     finally:
         store.close()
 
