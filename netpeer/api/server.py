@@ -213,7 +213,7 @@ def _watch(service: Service, pools: _Pools, watches: Watches, metrics):
                 yield message
 
     async def Watch(request, context):
-        rid = logs.new_request_id(_metadata(context, logs.REQUEST_ID_KEY))
+        rid = logs.new_request_id(intake.metadata(context, logs.REQUEST_ID_KEY))
         logs.request_id.set(rid)
         code, failure = "OK", None
         try:

@@ -456,20 +456,19 @@ def test_reads_beyond_the_maximum_wait_for_a_connection_and_never_open_more(pool
     assert writer < peak[0] <= writer + 3, (writer, peak)
     # Busy beyond the wait: one line, and the waiting read changed nothing.
     pooled.readers.wait = 0.2
-    held = threading.Event()
+    holding = threading.Semaphore(0)
     release = threading.Event()
 
     def hold():
         with pooled.read():
-            held.set()
+            holding.release()
             release.wait(10)
 
     holders = [threading.Thread(target=hold) for _ in range(3)]
     for t in holders:
         t.start()
     try:
-        assert held.wait(10)
-        time.sleep(0.1)
+        assert all(holding.acquire(timeout=30) for _ in holders)   # every connection is held
         with pytest.raises(errors.Unavailable) as err:
             with pooled.read():
                 pass
