@@ -50,7 +50,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from netpeer.core import validate
-from netpeer.core.models import Quotas, TokenLimits
+from netpeer.core.models import Quotas, TokenLimits, WatchLimits
 from netpeer.errors import InvalidArgument
 from netpeer.listen import check_listen, host_port
 from netpeer.ovn.connection import parse_remotes
@@ -104,6 +104,8 @@ class Config:
     #: released this long after its last half towards that site went
     #: (docs/cross-site.md); a new half meanwhile keeps the same slot.
     attachment_grace: timedelta = timedelta(seconds=60)
+    #: Watch streams per token (admin tokens apart) and in all.
+    watch: WatchLimits = WatchLimits()
     #: Replicas (PostgreSQL store): the sweeping replica renews a lease of this
     #: length; another one takes over at most this long after it died.
     leader_lease: timedelta = timedelta(seconds=3)
@@ -159,6 +161,9 @@ class Config:
             lines += ["[limits]", f"validate_only_lock_share = {self.limits.validate_only_lock_share!r}",
                       f"validate_only_burst = {q(validate.format_duration(self.limits.validate_only_burst))}",
                       f"conflict_disclosures_per_minute = {self.limits.conflict_disclosures_per_minute}"]
+        if self.watch != WatchLimits():   # so an older netpeerd reads the default
+            lines += ["[watch]"] + [f"{f.name} = {getattr(self.watch, f.name)}"
+                                    for f in dataclasses.fields(WatchLimits)]
         for link in self.sites:
             lines += [f"[sites.{link.name}]", f"endpoint = {q(link.endpoint)}", f"secret_file = {q(link.secret_file)}",
                       f"transit_ipv4 = {q(link.transit_ipv4)}"]
@@ -196,8 +201,8 @@ class Config:
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
                      "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format",
-                     "metrics_listen", "metrics", "quotas", "limits", "leader_lease", "attachment_grace", "site",
-                     "interconnect", "sites"}, "")
+                     "metrics_listen", "metrics", "quotas", "limits", "watch", "leader_lease", "attachment_grace",
+                     "site", "interconnect", "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
@@ -247,7 +252,7 @@ class Config:
             tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
             log_level=level, log_format=log_format, quotas=_quotas(raw), limits=_limits(raw),
-            attachment_grace=grace, **metrics,
+            watch=_counts(raw, "watch", WatchLimits, 1_000_000), attachment_grace=grace, **metrics,
             **_sites(raw, p))
         config.check_metrics()
         return config
@@ -396,12 +401,16 @@ def _transit_block(field: str, value) -> "ipaddress.IPv4Network":
 
 
 def _quotas(raw: dict) -> Quotas:
-    names = {f.name for f in dataclasses.fields(Quotas)}
-    table = _table(raw, "quotas", names)
+    return _counts(raw, "quotas", Quotas, 10_000_000)
+
+
+def _counts(raw: dict, name: str, kind, most: int):
+    """A table of whole numbers from 1 to ``most`` (``[quotas]``, ``[watch]``) as ``kind``."""
+    table = _table(raw, name, {f.name for f in dataclasses.fields(kind)})
     for key, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000_000:
-            raise InvalidArgument.for_field(f"quotas.{key}", value, "must be a whole number from 1 to 10000000")
-    return Quotas(**table)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise InvalidArgument.for_field(f"{name}.{key}", value, f"must be a whole number from 1 to {most}")
+    return kind(**table)
 
 
 def _limits(raw: dict) -> TokenLimits:

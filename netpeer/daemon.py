@@ -120,12 +120,12 @@ class Daemon:
             tls_cert=config.tls_cert.read_bytes() if config.tls_cert else None,
             tls_key=config.tls_key.read_bytes() if config.tls_key else None,
             client_ca=config.tls_client_ca.read_bytes() if config.tls_client_ca else None,
-            limits=Limits(read_workers=workers), metrics=self.metrics)
+            limits=Limits(read_workers=workers), metrics=self.metrics, watch=config.watch)
         self.port = self.server.port
         if config.metrics_listen:
             self.metrics.state(lambda: {"peerings": self.service.phase_counts(),
                                         "ovn_connected": self.backend.connected,
-                                        "watchers": self.server.notifier.watchers, "ready": self.server.ready,
+                                        "watchers": self.server.watches.count, "ready": self.server.ready,
                                         "links": self.service.sites.status()})
         self.stopping = threading.Event()
         self._settled = False

@@ -10,7 +10,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from netpeer.core.models import Event, EventType, Network, Peering, Phase, Route, Token
 from netpeer.core.sides import Delta, Digest, ItemKey, Sync, ToldHalf, ToldNetwork
-from netpeer.core.validate import TTL_MAX, TTL_MIN, format_duration
+from netpeer.core.validate import NAME_MAX, TTL_MAX, TTL_MIN, format_duration
 from netpeer.errors import InvalidArgument
 from netpeer.service import NetworkView, ServerStatus
 from netpeer.v1 import netpeer_pb2 as pb
@@ -128,12 +128,18 @@ def event_to_pb(e: Event) -> pb.WatchEvent:
     return out
 
 
+# namespaces/{namespace}/networks/{network}, names of at most NAME_MAX characters.
+_WATCH_PARENT_MAX = len("namespaces//networks/") + 2 * NAME_MAX
+
+
 def bookmark(revision: int) -> pb.WatchEvent:
     return pb.WatchEvent(revision=revision, type=pb.WatchEvent.BOOKMARK)
 
 
 def parse_watch_parent(value: str) -> tuple[str, str | None]:
     """namespaces/NS or namespaces/NS/networks/NET."""
+    if len(value) > _WATCH_PARENT_MAX:   # refused before any copy of it is made
+        raise InvalidArgument.for_field("parent", value, f"is longer than {_WATCH_PARENT_MAX} characters")
     if value.count("/") >= 3:
         ns, net = parse_network_name("parent", value)
         return ns, net

@@ -2,7 +2,7 @@
 standard health and reflection services so grpcurl and load balancers work.
 
 An asyncio server (``grpc.aio``) in a thread of its own: a stream that sits
-idle (reflection, health, later watches) costs a coroutine, never a thread,
+idle (reflection, health, watches) costs a coroutine, never a thread,
 so no number of idle or slow streams, authenticated or not, can take the
 capacity the tenants' calls need. The blocking work of a call (the store,
 OVN) runs on worker pools, reads and writes apart: writers blocked on a
@@ -14,6 +14,7 @@ limits bound what one connection may hold (streams, idle time, age).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import logging
@@ -28,8 +29,9 @@ from grpc_reflection.v1alpha import reflection
 from netpeer import errors
 from netpeer.api import convert, intake
 from netpeer.api.errors import code_for
-from netpeer.api.notifier import Notifier
 from netpeer.api.servicers import READ, WRITE, NetworkHandlers, StatusHandlers, TokenHandlers
+from netpeer.api.watch import EncodedWatch, Watches
+from netpeer.core.models import WatchLimits
 from netpeer.listen import check_listen, is_local_address
 from netpeer.observe import logs
 from netpeer.observe.metrics import NONE
@@ -192,62 +194,64 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics, limits: Limi
     return method
 
 
-def _watch(service: Service, pools: _Pools, notifier: Notifier):
-    """The Watch stream: re-authenticates and reads the next changes on the
-    read pool, so an idle watcher holds a coroutine and nothing else, and a
-    slow one only ever waits on its own stream."""
+def _watch(service: Service, pools: _Pools, watches: Watches, metrics):
+    """The Watch stream. The call is authenticated, parsed and authorized
+    before anything is kept for it (a refused call holds nothing); then
+    ``watches`` admits it within its caps and hands it events already
+    encoded (``netpeer.api.watch``). Counted in the RPC metrics when it ends."""
 
-    async def Watch(self, request, context):
-        loop = asyncio.get_running_loop()
-        token = _token(context)
-        notifier.watchers += 1
+    async def serve(request, token: str | None):
+        caller = await asyncio.get_running_loop().run_in_executor(
+            pools.read, contextvars.copy_context().run, service.authenticate, token)
+        ns, network = convert.parse_watch_parent(request.parent)
+        since = request.since_revision if request.HasField("since_revision") else None
+        if since is not None and since < 0:
+            raise errors.InvalidArgument.for_field("since_revision", since, "must be a revision (0 or more)")
+        service.check_watch(caller, ns, network)
+        async with contextlib.aclosing(watches.stream(caller, token, ns, network, since)) as stream:
+            async for message in stream:
+                yield message
+
+    async def Watch(request, context):
+        rid = logs.new_request_id(intake.metadata(context, logs.REQUEST_ID_KEY))
+        logs.request_id.set(rid)
+        code, failure = "OK", None
         try:
-            caller = await loop.run_in_executor(pools.read, service.authenticate, token)
-            ns, network = convert.parse_watch_parent(request.parent)
-            since = request.since_revision if request.HasField("since_revision") else None
-            if since is not None and since < 0:
-                raise errors.InvalidArgument.for_field("since_revision", since, "must be a revision (0 or more)")
-            if since is None:
-                head = await loop.run_in_executor(pools.read, service.head_revision)
-                await loop.run_in_executor(pools.read, service.watch, caller, ns, network, head)   # authorizes
-                yield convert.bookmark(head)
-                since = head
-            while True:
-                woken = notifier.event_for(ns)
-                # Every round re-authenticates: a revoked token ends its watches.
-                caller = await loop.run_in_executor(pools.read, service.authenticate, token)
-                events = await loop.run_in_executor(pools.read, service.watch, caller, ns, network, since)
-                for event in events:
-                    yield convert.event_to_pb(event)
-                    since = event.revision
-                if len(events) < service.WATCH_BATCH:
-                    try:
-                        await asyncio.wait_for(woken.wait(), notifier.SAFETY)
-                    except asyncio.TimeoutError:
-                        pass
+            async with contextlib.aclosing(serve(request, _token(context))) as stream:
+                async for message in stream:
+                    yield message
         except errors.NetpeerError as exc:
-            await abort(context, code_for(exc), exc.message, ())
+            failure = code_for(exc), exc.message
+        except (asyncio.CancelledError, GeneratorExit):
+            code = "CANCELLED"
+            raise
         except Exception:
             LOG.exception("internal error in Watch")
-            await abort(context, grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log", ())
+            failure = grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})"
         finally:
-            notifier.watchers -= 1
+            metrics.stream_ended("Watch", failure[0].name if failure else code)
+        if failure is None:
+            return
+        # gRPC keeps an abort's exception, and with it this frame, in a cycle
+        # of references until a full collection, which a busy netpeerd seldom
+        # makes: the request (up to 4 MB) must not be in the frame then (a
+        # flood of invalid watches grew netpeerd by 8 MB a call).
+        del request
+        await abort(context, failure[0], failure[1], ((logs.REQUEST_ID_KEY, rid),))
 
     return Watch
 
 
-def _servicer(base: type, handlers: object, service: Service, pools: _Pools, notifier: Notifier, metrics,
-              limits: Limits, oversize: intake.Sparse):
+def _servicer(base: type, handlers: object, service: Service, pools: _Pools, metrics, limits: Limits,
+              oversize: intake.Sparse):
     """An instance of the generated servicer ``base`` whose methods are the
-    handlers of ``handlers``."""
+    handlers of ``handlers`` (Watch apart: ``EncodedWatch``)."""
     methods = {}
     for name in dir(handlers):
         fn = getattr(handlers, name)
         kind = getattr(fn, "netpeer_kind", None)
         if kind in (READ, WRITE):
             methods[name] = _unary(service, pools, kind, fn, metrics, limits, oversize)
-    if base is pb_grpc.NetworkServiceServicer:
-        methods["Watch"] = _watch(service, pools, notifier)
     return type(base.__name__, (base,), methods)()
 
 
@@ -257,14 +261,14 @@ class Server:
 
     def __init__(self, service: Service, address: str, *, tls_cert: bytes | None = None,
                  tls_key: bytes | None = None, client_ca: bytes | None = None, limits: Limits = Limits(),
-                 metrics=NONE):
+                 metrics=NONE, watch: WatchLimits = WatchLimits()):
         check_listen(address, tls=tls_cert is not None)
         self.service = service
         self.metrics = metrics
         self.address = address
         self.limits = limits
         self._pools = _Pools(limits)
-        self.notifier = Notifier()
+        self.watches = Watches(service, self._pools.read, watch)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-aio", daemon=True)
         self._thread.start()
@@ -286,8 +290,11 @@ class Server:
                 (pb_grpc.NetworkServiceServicer, pb_grpc.add_NetworkServiceServicer_to_server, NetworkHandlers),
                 (pb_grpc.TokenServiceServicer, pb_grpc.add_TokenServiceServicer_to_server, TokenHandlers),
                 (pb_grpc.StatusServiceServicer, pb_grpc.add_StatusServiceServicer_to_server, StatusHandlers)):
-            adder(_servicer(base, handlers(self.service), self.service, self._pools, self.notifier, self.metrics,
-                            self.limits, oversize), self._server)
+            target = self._server
+            if base is pb_grpc.NetworkServiceServicer:   # Watch's messages are encoded once, for every watcher
+                target = EncodedWatch(target, _watch(self.service, self._pools, self.watches, self.metrics))
+            adder(_servicer(base, handlers(self.service), self.service, self._pools, self.metrics, self.limits,
+                            oversize), target)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         for name in ("",) + SERVICES:   # until the first health check says otherwise
@@ -332,14 +339,16 @@ class Server:
         self._call(self._server.start())
         serving = self._call(self._check_health(None))   # answered right from the start
         self._health_task = asyncio.run_coroutine_threadsafe(self._watch_health(serving), self._loop)
-        self._poke = lambda: self._loop.call_soon_threadsafe(self.notifier.poke)
+        notifier = self.watches.notifier
+        self._poke = lambda: self._loop.call_soon_threadsafe(notifier.poke)
         self.service.writes.on_commit.append(self._poke)
 
         async def changed(after):
             return await asyncio.get_running_loop().run_in_executor(self._pools.read,
                                                                     self.service.namespaces_changed, after)
-        self._notifier_task = asyncio.run_coroutine_threadsafe(self.notifier.run(changed), self._loop)
-        self.service.tokens.on_revoke.append(lambda: self._loop.call_soon_threadsafe(self.notifier.wake_all))
+        self._notifier_task = asyncio.run_coroutine_threadsafe(notifier.run(changed), self._loop)
+        self._reauth_task = asyncio.run_coroutine_threadsafe(self.watches.reauthenticate(), self._loop)
+        self.service.tokens.on_revoke.append(lambda: self._loop.call_soon_threadsafe(self.watches.revoked))
         return self
 
     def set_serving(self, serving: bool) -> None:
@@ -355,7 +364,8 @@ class Server:
         """Stops serving (calls in flight get ``grace`` seconds); returns a set Event."""
         if getattr(self, "_poke", None) in self.service.writes.on_commit:
             self.service.writes.on_commit.remove(self._poke)
-        for task in (getattr(self, "_health_task", None), getattr(self, "_notifier_task", None)):
+        for task in (getattr(self, "_health_task", None), getattr(self, "_notifier_task", None),
+                     getattr(self, "_reauth_task", None)):
             if task is not None:
                 task.cancel()
         try:

@@ -84,7 +84,7 @@ class NetworkHandlers:
     def ListNetworks(self, request, caller: Caller):
         ns = convert.parse_namespace("parent", request.parent)
         size = convert.page_size(request.page_size)
-        revision = self.service.head_revision()   # read first: a watch from it misses nothing the list lacks
+        revision = self.service.head_revision(caller, ns)   # first: a watch from it misses nothing the list lacks
         views = self.service.list_networks(caller, ns, after=convert.decode_page_token(request.page_token),
                                            limit=size + 1)
         networks, more = _page(views, convert.network_to_pb, size)
@@ -145,7 +145,7 @@ class NetworkHandlers:
     def ListPeerings(self, request, caller: Caller):
         ns, network = convert.parse_network_name("parent", request.parent)
         size = convert.page_size(request.page_size)
-        revision = self.service.head_revision()   # read first: a watch from it misses nothing the list lacks
+        revision = self.service.head_revision(caller, ns)   # first: a watch from it misses nothing the list lacks
         items = self.service.list_peerings(caller, ns, network, after=convert.decode_page_token(request.page_token),
                                            limit=size + 1)
         peerings, more = _page(items, convert.peering_to_pb, size)

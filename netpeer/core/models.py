@@ -271,6 +271,18 @@ class TokenLimits:
 
 
 @dataclasses.dataclass(frozen=True)
+class WatchLimits:
+    """How many Watch streams netpeerd holds (``[watch]`` in the
+    configuration). Each one costs a coroutine and a little memory, and
+    every change of its namespace an encoded message sent: the caps bound
+    what one token, and everyone together, can make netpeerd hold."""
+
+    streams_per_token: int = 100
+    streams_per_admin_token: int = 1000
+    streams_total: int = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
 class Caller:
     """Who made a request: the token's id, the namespaces it grants, admin."""
 

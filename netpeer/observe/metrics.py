@@ -51,6 +51,10 @@ class Metrics:
         self.rpc_requests.labels(method, code).inc()
         self.rpc_seconds.labels(method).observe(seconds)
 
+    def stream_ended(self, method: str, code: str) -> None:
+        """A stream (Watch) ended: counted, not timed (its length is the client's)."""
+        self.rpc_requests.labels(method, code).inc()
+
     def write_group(self, size: int, seconds: float) -> None:
         self.group_size.observe(size)
         self.store_seconds.observe(seconds)

@@ -183,31 +183,47 @@ class Service:
         return effects.resolve(tx, keys, now, self.sites, self._reveal(caller))
 
     # ---------------------------------------------------------------- watch
-    #: Events answered per call at most.
+    # Revisions count the changes of one namespace (netpeer.store.base): what
+    # a tenant sees never moves with another tenant's writes.
+    #: Events answered per read at most.
     WATCH_BATCH = 500
 
-    def watch(self, caller: Caller, namespace: str, network: str | None, since: int) -> list[Event]:
-        """The changes after revision ``since`` that the caller may see: of
-        its namespace, or of one network of it. A Get would show the same."""
+    def check_watch(self, caller: Caller, namespace: str, network: str | None) -> None:
+        """Refuses a watch the caller may not make (names, then the grant);
+        reads nothing, so a refused watch costs no more than its parsing."""
         self._authorize(caller, namespace)
         if network is not None:
             validate.name("network", network)
+
+    def watch_head(self, namespace: str) -> int:
+        """The newest revision of ``namespace`` (``check_watch`` first)."""
         with self.store.read() as tx:
-            oldest, head = tx.revisions()
+            return tx.revisions(namespace)[1]
+
+    def watch_events(self, namespace: str, network: str | None, since: int,
+                     limit: int | None = None) -> tuple[list[Event], int]:
+        """The changes of ``namespace`` (of one network of it) after revision
+        ``since``, at most ``limit``, and the revision through which they are
+        complete (the newest one, unless ``limit`` cut them short). A Get
+        would show the same. ``check_watch`` first."""
+        limit = limit or self.WATCH_BATCH
+        with self.store.read() as tx:
+            oldest, head = tx.revisions(namespace)
             if since < oldest - 1:
                 raise OutOfRange(f"since_revision: {since} is older than the oldest change kept ({oldest}); list "
                                  "the resources again and watch from the revision the list answered",
                                  field="since_revision", value=since)
             if since > head:
                 raise InvalidArgument.for_field("since_revision", since, f"is ahead of the newest change ({head})")
-            return tx.events_after(namespace, network, since, self.WATCH_BATCH)
+            events = tx.events_after(namespace, network, since, limit)
+        return events, events[-1].revision if len(events) == limit else head
 
     def health(self) -> tuple[bool, str]:
         """(serving, why not): the store answers, OVN answers, and the first
         sweep (the start-up repair) completed."""
         try:
             with self.store.read() as tx:
-                tx.revisions()
+                tx.generation()
         except Exception as exc:
             return False, f"the store does not answer: {exc}"
         if not self.dataplane.connected:
@@ -223,13 +239,16 @@ class Service:
             return tx.count_by_phase()
 
     def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
-        """(newest revision, namespaces changed after ``after``): whom to wake."""
+        """(the newest change's place in the order of all changes, namespaces
+        changed after place ``after``): which watchers to wake."""
         with self.store.read() as tx:
             return tx.namespaces_changed(after)
 
-    def head_revision(self) -> int:
-        with self.store.read() as tx:
-            return tx.revisions()[1]
+    def head_revision(self, caller: Caller, namespace: str) -> int:
+        """The revision a list of ``namespace`` shows. Read before the list:
+        a watch from it misses nothing the list lacks."""
+        self._authorize(caller, namespace)
+        return self.watch_head(namespace)
 
     # ---------------------------------------------------------------- upkeep
     #: Where the replica that sweeps records its sweeps' status (``netpeer status`` on any replica).

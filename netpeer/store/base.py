@@ -155,16 +155,18 @@ class Transaction(abc.ABC):
         """(network uid, other site) of the Bound pairs marked
         ``WAITS_FOR_DATAPLANE``."""
 
-    # events (Watch)
+    # events (Watch). A revision counts the changes of one namespace: what
+    # another namespace does never moves it. The notifier alone follows the
+    # order of all changes (a sequence, never shown to a caller).
     @abc.abstractmethod
     def events_after(self, namespace: str, network: str | None, revision: int, limit: int) -> list[Event]:
         """The changes of ``namespace`` (of one network's, with ``network``) after ``revision``, in order."""
     @abc.abstractmethod
     def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
-        """(newest revision, namespaces with changes after ``after``)."""
+        """(the newest change's place in the sequence, namespaces with changes after place ``after``)."""
     @abc.abstractmethod
-    def revisions(self) -> tuple[int, int]:
-        """(oldest revision kept, newest revision); oldest = newest + 1 when none is kept."""
+    def revisions(self, namespace: str) -> tuple[int, int]:
+        """(oldest revision of ``namespace`` kept, its newest); oldest = newest + 1 when none is kept."""
     @abc.abstractmethod
     def prune_events(self, older_than: datetime, keep: int) -> int:
         """Drops events older than ``older_than`` beyond the newest ``keep``; how many."""

@@ -193,6 +193,33 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "since when an attachment to a site link has had no half towards that site",
               sqlite=("ALTER TABLE attachments ADD COLUMN unused_since INTEGER",),
               postgresql=("ALTER TABLE attachments ADD COLUMN IF NOT EXISTS unused_since BIGINT",)),
+    # Revisions per namespace: the one a tenant sees counts its namespace's
+    # changes only (a global one let it count everyone else's writes). The
+    # global one stays, as the order the watch notifier follows. Kept events
+    # keep the revisions clients saw (each namespace's still increase), so
+    # a watch resumes across the upgrade; from then on every namespace
+    # counts on from the newest revision of the time (revision_base).
+    Migration(6, "Watch revisions per namespace", sqlite=(
+        "ALTER TABLE events ADD COLUMN ns_revision INTEGER NOT NULL DEFAULT 0",
+        "UPDATE events SET ns_revision = revision",
+        "DROP INDEX IF EXISTS events_by_namespace",
+        "CREATE INDEX IF NOT EXISTS events_by_namespace_revision ON events (namespace, ns_revision)",
+        "CREATE TABLE IF NOT EXISTS namespace_revisions (namespace TEXT PRIMARY KEY, revision INTEGER NOT NULL)",
+        "INSERT OR REPLACE INTO meta VALUES ('revision_base', "
+        "CAST(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='events'), 0) AS TEXT))",
+    ), postgresql=(
+        # No default: an older replica still running fails its writes
+        # instead of recording events without a revision.
+        "ALTER TABLE events ADD COLUMN IF NOT EXISTS ns_revision BIGINT",
+        "UPDATE events SET ns_revision = revision",
+        "ALTER TABLE events ALTER COLUMN ns_revision SET NOT NULL",
+        "DROP INDEX IF EXISTS events_by_namespace",
+        "CREATE INDEX IF NOT EXISTS events_by_namespace_revision ON events (namespace, ns_revision)",
+        "CREATE TABLE IF NOT EXISTS namespace_revisions (namespace TEXT PRIMARY KEY, revision BIGINT NOT NULL)",
+        "INSERT INTO meta VALUES ('revision_base', (SELECT COALESCE(max(revision), "
+        "(SELECT CAST(value AS BIGINT) FROM meta WHERE key='events_head'), 0) FROM events)::text) "
+        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+    )),
     Migration(7, "sites: changes told item by item; each link's numbering and digests", sqlite=_SITE_LOG,
               postgresql=_SITE_LOG),
 )

@@ -111,8 +111,8 @@ class PostgresStore(Store):
 
     def migrate(self, apply: bool = True) -> list[int]:
         """Applies the missing migrations, each in its own transaction under a
-        lock of its own (replicas starting together apply each once); the
-        versions applied."""
+        lock of its own (replicas starting together apply each once) and the
+        write lock; the versions applied."""
         done = []
         with self._lock:
             db = self._writer()
@@ -126,6 +126,8 @@ class PostgresStore(Store):
                 for m in todo:
                     with db.transaction():
                         db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
+                        # And the write lock: no running replica's write lands in the middle of a migration.
+                        db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                         if self._version(db) >= m.version:   # another replica did it meanwhile
                             continue
                         for statement in m.postgresql:

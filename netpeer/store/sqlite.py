@@ -180,6 +180,15 @@ _PEER_COLS = ("namespace, network, name, remote_namespace, remote_network, netwo
               "create_time, revision, dataplane_cfg, programmed_at, remote_site, conflicts")
 
 
+# Where every namespace's revisions start (0, or the newest revision when
+# the store moved to revisions per namespace: migration 6).
+_BASE = "(SELECT CAST(value AS BIGINT) FROM meta WHERE key='revision_base')"
+# A namespace's next revision (the statement both dialects understand).
+_NEXT_REVISION = (f"INSERT INTO namespace_revisions (namespace, revision) VALUES (?, {_BASE} + 1) "
+                  "ON CONFLICT (namespace) DO UPDATE SET revision = namespace_revisions.revision + 1 "
+                  "RETURNING revision")
+
+
 def _event(row) -> Event:
     values = json.loads(row[7])
     obj = None
@@ -344,10 +353,14 @@ class _SqliteTx(SiteMirrorSql, Transaction):
             self._event(key.namespace, key.name, "network", key.name, EventType.DELETED, None)
 
     def _event(self, namespace: str, network: str, kind: str, name: str, type_: str, values) -> None:
-        """Records a change for Watch, in the same transaction as the change."""
-        self._q("INSERT INTO events (time, namespace, network, kind, name, type, body) "
-                "VALUES (?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
-                                           type_, json.dumps(values)))
+        """Records a change for Watch, in the same transaction as the change,
+        with the next revision of its namespace. Writes serialize (one
+        connection here, the replicas' write lock in PostgreSQL), so a
+        namespace's revisions follow commit order."""
+        revision = self._q(_NEXT_REVISION, (namespace,)).fetchall()[0][0]
+        self._q("INSERT INTO events (time, namespace, network, kind, name, type, body, ns_revision) "
+                "VALUES (?,?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
+                                             type_, json.dumps(values), revision))
 
     # peerings
     def get_peering(self, key: PeeringKey) -> Peering | None:
@@ -452,15 +465,16 @@ class _SqliteTx(SiteMirrorSql, Transaction):
             f"SELECT {_PEER_COLS} FROM peerings WHERE programmed_at IS NULL AND dataplane_cfg IS NOT NULL "
             "AND dataplane_cfg <= ? ORDER BY dataplane_cfg LIMIT ?", (up_to, limit))]
 
-    # events
+    # events: ``ns_revision`` is the revision a namespace's watchers see;
+    # ``revision`` the order of all changes, which only the notifier follows.
     def events_after(self, namespace: str, network: str | None, revision: int, limit: int) -> list[Event]:
-        sql = ("SELECT revision, time, namespace, network, kind, name, type, body FROM events "
-               "WHERE namespace=? AND revision > ?")
+        sql = ("SELECT ns_revision, time, namespace, network, kind, name, type, body FROM events "
+               "WHERE namespace=? AND ns_revision > ?")
         args: list = [namespace, revision]
         if network is not None:
             sql += " AND network=?"
             args.append(network)
-        sql += " ORDER BY revision LIMIT ?"
+        sql += " ORDER BY ns_revision LIMIT ?"
         args.append(limit)
         return [_event(r) for r in self._q(sql, args)]
 
@@ -468,23 +482,29 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         rows = self._q("SELECT revision, namespace FROM events WHERE revision > ? ORDER BY revision",
                        (after,)).fetchall()
         if not rows:
-            return max(after, self.revisions()[1]), set()
+            return max(after, self._sequence()), set()
         return rows[-1][0], {r[1] for r in rows}
 
-    def revisions(self) -> tuple[int, int]:
-        # Two subqueries: SQLite reads min() or max() alone from the key, but
-        # scans the whole table for both in one SELECT (7 ms at 100,000
-        # events, on every health check and sweep).
-        row = self._one("SELECT (SELECT min(revision) FROM events), (SELECT max(revision) FROM events)", ())
-        if row[1] is not None:
-            return row[0], row[1]
+    def revisions(self, namespace: str) -> tuple[int, int]:
+        # Both from keys (the index on namespace and ns_revision, the heads'
+        # primary key): the health check and every new watch read them.
+        row = self._one("SELECT (SELECT min(ns_revision) FROM events WHERE namespace=?), "
+                        f"COALESCE((SELECT revision FROM namespace_revisions WHERE namespace=?), {_BASE})",
+                        (namespace, namespace))
+        head = row[1]
+        return (row[0] if row[0] is not None else head + 1), head
+
+    def _sequence(self) -> int:
+        """The newest change's place in the order of all of them."""
+        row = self._one("SELECT max(revision) FROM events", ())
+        if row[0] is not None:
+            return row[0]
         # No event kept: the next one gets the sequence's next value.
         seq = self._one("SELECT seq FROM sqlite_sequence WHERE name='events'", ())
-        head = seq[0] if seq else 0
-        return head + 1, head
+        return seq[0] if seq else 0
 
     def prune_events(self, older_than: datetime, keep: int) -> int:
-        head = self.revisions()[1]
+        head = self._sequence()
         return self._q("DELETE FROM events WHERE time < ? AND revision <= ?",
                        (_us(older_than), head - keep)).rowcount
 

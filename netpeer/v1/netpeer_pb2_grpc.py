@@ -193,10 +193,15 @@ class NetworkServiceServicer:
         and message), dataplane programmed, deleted. Each event carries what a
         Get would show just after it and a revision; a client that reconnects
         passes the last revision it saw and misses nothing (also across a
-        netpeerd restart). A revision older than the oldest change kept answers
+        netpeerd restart). Revisions count the changes of that namespace alone,
+        one after the other in commit order: other namespaces' changes never
+        move them. A revision older than the oldest change kept answers
         OUT_OF_RANGE: list again (List answers carry the revision to watch
         from) and watch from there. Without since_revision: from now on (the
-        first event is a BOOKMARK with the current revision).
+        first event is a BOOKMARK with the current revision). A token holds a
+        limited number of watches (RESOURCE_EXHAUSTED beyond, naming the
+        limit); a watch ends with UNAUTHENTICATED once its token is revoked or
+        expired.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.config import Config
+from netpeer.core.models import WatchLimits
 from netpeer.daemon import Daemon
 from tests.support import ADMIN_TOKEN, make_pki
 
@@ -157,6 +158,22 @@ def test_limits_grace_and_the_slot_quota_are_read_written_and_checked_in_one_lin
         (state_dir / "e.toml").write_text(base + f"[{table}]\n{line}\n")
         with pytest.raises(errors.InvalidArgument, match=words):
             Config.load(state_dir / "e.toml")
+
+
+def test_watch_limits_are_read_written_and_checked_in_one_line(state_dir):
+    base = 'listen = "127.0.0.1:1"\nstore = "x.db"\novn_nb = "unix:/nonexistent"\n'
+    (state_dir / "c.toml").write_text(base + '[watch]\nstreams_per_token = 0\n')
+    with pytest.raises(errors.InvalidArgument, match=r"^watch.streams_per_token: 0 must be a whole number from 1 to "
+                                                     r"1000000$"):
+        Config.load(state_dir / "c.toml")
+    (state_dir / "d.toml").write_text(base + '[watch]\nstreams_per_tokens = 5\n')
+    with pytest.raises(errors.InvalidArgument, match=r"^watch.streams_per_tokens: 5 is not a known setting"):
+        Config.load(state_dir / "d.toml")
+    (state_dir / "e.toml").write_text(base + '[watch]\nstreams_per_token = 5\nstreams_total = 50\n')
+    config = Config.load(state_dir / "e.toml")
+    assert config.watch == WatchLimits(streams_per_token=5, streams_total=50)
+    (state_dir / "f.toml").write_text(config.to_toml())
+    assert Config.load(state_dir / "f.toml") == config
 
 
 @pytest.mark.parametrize("remote", ["ssl:10.0.0.5:6641", "tcp:10.0.0.5", "tcp:10.0.0.5:6641,10.0.0.6:6641", "nb.sock"])

@@ -130,8 +130,7 @@ def test_same_work_whatever_the_remote(netpeerd):
     service = netpeerd.service
     service.programmer.check = lambda: 0
     service.health = lambda: (True, "")
-    head = service.head_revision()
-    service.namespaces_changed = lambda after: (head, set())
+    service.namespaces_changed = lambda after: (after, set())
     time.sleep(1.5)   # whatever was running has finished
     traces = []
     store = netpeerd.store

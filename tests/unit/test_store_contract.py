@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
+import sqlite3
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -288,25 +290,87 @@ def test_attachments_count_per_namespace_and_know_since_when_they_are_unused(sto
                                                         (b1.uid, "west", None)])
 
 
-def test_revisions_grow_and_survive_pruning(store):
+def test_revisions_count_per_namespace_and_survive_pruning(store):
+    """A namespace's revisions count its own changes only, one after the
+    other, whatever other namespaces do in between; pruning never takes a
+    namespace's newest revision back."""
     with store.write() as tx:
         for i in range(5):
             tx.put_network(net("a", f"n{i}", i))
+            tx.put_network(net("b", f"m{i}", 10 + i))
     with store.read() as tx:
-        oldest, head = tx.revisions()
-        assert head - oldest == 4
-        assert tx.namespaces_changed(0) == (head, {"a"}) and tx.namespaces_changed(head) == (head, set())
+        assert tx.revisions("a") == (1, 5) and tx.revisions("b") == (1, 5)
+        assert [e.revision for e in tx.events_after("a", None, 0, 10)] == [1, 2, 3, 4, 5]
+        assert [e.name for e in tx.events_after("b", None, 3, 10)] == ["m3", "m4"]
+        assert tx.revisions("c") == (1, 0)                # nothing yet
+        newest, changed = tx.namespaces_changed(0)
+        assert changed == {"a", "b"} and tx.namespaces_changed(newest) == (newest, set())
     with store.write() as tx:
-        assert tx.prune_events(T0 + timedelta(days=10_000), keep=2) == 3
-    with store.write() as tx:
-        assert tx.prune_events(T0 + timedelta(days=10_000), keep=0) == 2
+        assert tx.prune_events(T0 + timedelta(days=10_000), keep=4) == 6   # a4 b4 a5 b5 kept
     with store.read() as tx:
-        assert tx.revisions() == (head + 1, head)       # none kept: the head stays where it was
-        assert tx.namespaces_changed(0) == (head, set())
+        assert tx.revisions("a") == (4, 5) and tx.revisions("b") == (4, 5)
     with store.write() as tx:
-        tx.put_network(net("b", "later", 9))
+        assert tx.prune_events(T0 + timedelta(days=10_000), keep=0) == 4
     with store.read() as tx:
-        assert tx.revisions()[1] > head and [e.revision > head for e in tx.events_after("b", None, head, 10)] == [True]
+        assert tx.revisions("a") == (6, 5)                # none kept: the head stays where it was
+        assert tx.namespaces_changed(0) == (newest, set())
+    with store.write() as tx:
+        tx.put_network(net("a", "later", 9))
+    with store.read() as tx:
+        assert [(e.revision, e.name) for e in tx.events_after("a", None, 5, 10)] == [(6, "later")]
+        assert tx.revisions("a") == (6, 6) and tx.revisions("b") == (6, 5)
+        assert tx.namespaces_changed(newest)[1] == {"a"}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_store_of_the_previous_version_upgrades_and_stays_resumable(kind, tmp_path, request):
+    """A store written before revisions were per namespace: its events keep
+    the revisions clients saw (each namespace's still increase), so a watch
+    resumed from one misses and repeats nothing; from the upgrade on, each
+    namespace counts its own changes, all from the newest revision then."""
+    from netpeer.store.sqlite import _network_values
+    rows = [(i, ns, f"x{i}", json.dumps(list(_network_values(net(ns, f"x{i}", i)))))
+            for i, ns in enumerate(["a", "b", "a", "b", "a", "b"], start=1)]
+    if kind == "sqlite":
+        where = tmp_path / "old.db"
+        db = sqlite3.connect(where, isolation_level=None)
+        run = db.execute
+    else:
+        import psycopg
+        where = request.getfixturevalue("pg_url")
+        db = psycopg.connect(where, autocommit=True)
+
+        def run(sql, args=()):
+            return db.execute(sql.replace("?", "%s"), args)
+    for m in migrations.MIGRATIONS:
+        if m.version <= 4:
+            for statement in (m.sqlite if kind == "sqlite" else m.postgresql):
+                run(statement)
+    run("INSERT INTO meta VALUES ('schema_version', '4')")
+    for i, ns, name, body in rows:
+        run("INSERT INTO events (time, namespace, network, kind, name, type, body) VALUES (?,?,?,?,?,?,?)",
+            (i, ns, name, "network", name, "Created", body))
+    run("DELETE FROM events WHERE revision = 1")          # pruned before the upgrade
+    db.close()
+
+    store = open_store(where)
+    try:
+        assert migrations.LATEST in store.applied
+        with store.read() as tx:
+            assert [(e.revision, e.name) for e in tx.events_after("a", None, 0, 10)] == [(3, "x3"), (5, "x5")]
+            assert tx.revisions("a") == (3, 6) and tx.revisions("b") == (2, 6) and tx.revisions("new") == (7, 6)
+        with store.write() as tx:
+            for i in range(3):
+                tx.put_network(net("b", f"later{i}", 20 + i))
+        with store.write() as tx:
+            tx.put_network(net("a", "mine", 30))
+        with store.read() as tx:
+            assert tx.revisions("a") == (3, 7) and tx.revisions("b") == (2, 9)
+            assert [e.revision for e in tx.events_after("a", None, 3, 10)] == [5, 7]   # resumed from a revision seen
+            assert [e.name for e in tx.events_after("a", None, 6, 10)] == ["mine"]      # from a list's
+            assert [e.revision for e in tx.events_after("b", None, 6, 10)] == [7, 8, 9]
+    finally:
+        store.close()
 
 
 def test_tokens_and_the_decoy(store):
@@ -388,7 +452,7 @@ def read_in_threads(store, threads: int, hold: float = 0.0, at_once: int | None 
     def read():
         try:
             with store.read() as tx:
-                tx.revisions()
+                tx.revisions("a")
                 time.sleep(hold)
             outcomes.append("ok")
         except errors.NetpeerError as exc:
@@ -434,20 +498,19 @@ def test_reads_beyond_the_maximum_wait_for_a_connection_and_never_open_more(pool
     assert writer < peak[0] <= writer + 3, (writer, peak)
     # Busy beyond the wait: one line, and the waiting read changed nothing.
     pooled.readers.wait = 0.2
-    held = threading.Event()
+    holding = threading.Semaphore(0)
     release = threading.Event()
 
     def hold():
         with pooled.read():
-            held.set()
+            holding.release()
             release.wait(10)
 
     holders = [threading.Thread(target=hold) for _ in range(3)]
     for t in holders:
         t.start()
     try:
-        assert held.wait(10)
-        time.sleep(0.1)
+        assert all(holding.acquire(timeout=30) for _ in holders)   # every connection is held
         with pytest.raises(errors.Unavailable) as err:
             with pooled.read():
                 pass
@@ -465,7 +528,7 @@ def test_idle_connections_beyond_the_minimum_are_closed(pooled):
     assert open_connections(pooled) == writer + 3
     time.sleep(0.5)
     with pooled.read() as tx:          # the pool looks at its idle connections when used
-        tx.revisions()
+        tx.revisions("a")
     assert open_connections(pooled, at_most=writer + 1) == writer + 1
 
 
@@ -475,10 +538,10 @@ def test_closing_the_store_closes_a_busy_reader_when_its_thread_is_done(pooled):
 
     def read():
         with pooled.read() as tx:
-            seen.append(tx.revisions())
+            seen.append(tx.revisions("a"))
             inside.set()
             closed.wait(10)
-            seen.append(tx.revisions())     # still usable: closing did not pull it away
+            seen.append(tx.revisions("a"))     # still usable: closing did not pull it away
 
     t = threading.Thread(target=read)
     t.start()
@@ -509,17 +572,17 @@ def test_a_broken_postgresql_connection_is_dropped_not_given_back(pg_cluster, tm
 
         terminate_all()                     # PostgreSQL restarted, as far as the store can tell
         with store.read() as tx:            # the broken ones are dropped: this one is new
-            assert tx.revisions()
+            assert tx.revisions("a")
         assert open_connections(store) == 1 and store.readers.open == 1
         # Broken while in use: the read fails in one line and its connection is not kept.
         with pytest.raises(errors.Unavailable) as err:
             with store.read() as tx:
                 terminate_all()
-                tx.revisions()
+                tx.revisions("a")
         assert "\n" not in err.value.message
         assert store.readers.open == 0
         with store.read() as tx:
-            assert tx.revisions()
+            assert tx.revisions("a")
     finally:
         store.close()
 
@@ -597,23 +660,26 @@ def test_bad_urls_are_one_line(pg_cluster):
 
 
 def test_reading_the_revisions_costs_the_same_with_many_events_kept(tmp_path):
-    """The health check (every 0.5 s), every sweep and every new Watch read
-    the oldest and newest revision: that must not scan the events kept.
-    Counted in SQLite's virtual machine steps, not in time."""
+    """Every list, every sweep's pruning and every new Watch read a
+    namespace's oldest and newest revision: that must not scan the events
+    kept (of that namespace or of others). Counted in SQLite's virtual
+    machine steps, not in time."""
     from netpeer.store.sqlite import SqliteStore
     store = SqliteStore(tmp_path / "s.db")
-    row = (0, "ns", "net", "network", "n", "CREATED", "{}")
 
     def steps_after(events: int) -> int:
         with store.write() as tx:
-            tx._q("INSERT INTO events (time, namespace, network, kind, name, type, body) "
-                  "SELECT ?, ?, ?, ?, ?, ?, ? FROM (WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c "
-                  "WHERE i < ?) SELECT i FROM c)", row + (events,))
+            for ns in ("ns", "other"):
+                start = tx.revisions(ns)[1]
+                tx._q("INSERT INTO events (time, namespace, network, kind, name, type, body, ns_revision) "
+                      "SELECT 0, ?, 'net', 'network', 'n', 'Created', '{}', ? + i FROM (WITH RECURSIVE c(i) AS "
+                      "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) SELECT i FROM c)", (ns, start, events))
+                tx._q("INSERT OR REPLACE INTO namespace_revisions VALUES (?, ?)", (ns, start + events))
         counted = [0]
         with store.read() as tx:
             tx._db.set_progress_handler(lambda: counted.__setitem__(0, counted[0] + 1), 10)
             try:
-                first, last = tx.revisions()
+                first, last = tx.revisions("ns")
             finally:
                 tx._db.set_progress_handler(None, 0)
         assert last - first + 1 >= events
