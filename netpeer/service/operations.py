@@ -45,6 +45,7 @@ class ServerStatus:
     links: tuple = ()     # netpeer.service.sites.LinkStatus, one per other site
     replica: str = ""      # this process, as the sweeper lease names it
     leader: str = ""       # the replica that runs the sweeps ("" while none does)
+    dataplane: str = ""    # what it programs: "ovn", "memory" (Dataplane.kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +189,8 @@ class Service:
     # ---------------------------------------------------------------- upkeep
     def status(self) -> "ServerStatus":
         return ServerStatus(__version__, self.dataplane.connected, self.reconciler.status, self.sites.here,
-                            tuple(self.sites.status()), self.leadership.name, self.leadership.leader())
+                            tuple(self.sites.status()), self.leadership.name, self.leadership.leader(),
+                            self.dataplane.kind)
 
     def expire(self) -> int:
         return self.reconciler.expire()
