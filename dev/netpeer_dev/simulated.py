@@ -18,6 +18,7 @@ import dataclasses
 import os
 import secrets
 import shutil
+import socket
 import threading
 from pathlib import Path
 from typing import Iterable
@@ -51,6 +52,13 @@ def link_blocks(links: Iterable[tuple[str, str]], prefixlen: int = 19) -> dict[f
     return out
 
 
+def free_port() -> int:
+    """A TCP port of loopback that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @dataclasses.dataclass
 class SimulatedSite:
     name: str
@@ -66,12 +74,25 @@ class SimulatedSite:
     def client(self, timeout: float = 30.0):
         return self.process.client(timeout)
 
+    def metric(self, name: str, labels: str = "") -> float | None:
+        """One sample of its Prometheus metrics (``metrics``), e.g.
+        ``metric("netpeer_peerings", 'phase="Bound"')``; None if absent."""
+        import urllib.request
+        with urllib.request.urlopen(f"http://{self.config.metrics_listen}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        want = f"{name}{{{labels}}} " if labels else f"{name} "
+        for line in text.splitlines():
+            if line.startswith(want):
+                return float(line.split()[-1])
+        return None
+
 
 class SimulatedRegion:
     """Sites ``names`` joined by ``links`` (pairs of names), under ``root``."""
 
     def __init__(self, root: str | os.PathLike, names: Iterable[str], links: Iterable[tuple[str, str]], *,
-                 sweep_interval: str = "1s", prefixlen: int = 19, cuttable: bool = False, log_level: str = "INFO"):
+                 sweep_interval: str = "1s", prefixlen: int = 19, cuttable: bool = False, log_level: str = "INFO",
+                 metrics: bool = False):
         self.root = Path(root)
         self.links = [tuple(sorted(link)) for link in links]
         blocks = link_blocks(self.links, prefixlen)
@@ -95,7 +116,8 @@ class SimulatedRegion:
             config = Config(listen=f"unix://{d / 'np.sock'}", store=d / "netpeer.db",
                             ovn_nb=f"unix:{d / 'no-ovn.sock'}",   # not contacted with the memory dataplane
                             admin_token_file=token, sweep_interval=validate.ttl("sweep_interval", sweep_interval),
-                            log_level=log_level, **linked)
+                            log_level=log_level, metrics_listen=f"127.0.0.1:{free_port()}" if metrics else None,
+                            **linked)
             self.sites[name] = SimulatedSite(name, d, config, NetpeerdProcess(config, d, ADMIN_TOKEN))
 
     def _endpoint(self, here: str, other: str) -> str:
@@ -126,6 +148,25 @@ class SimulatedRegion:
             self.sites[name].process.spawn(args=("--dataplane", "memory"))
         for name in chosen:
             self.sites[name].process.wait_ready(timeout, sweep=True, poll=0.1)
+
+    def wait_linked(self, names: Iterable[str] | None = None, timeout: float = 120.0) -> None:
+        """Until every link of these sites (all by default) answers on both
+        ends with no change left unacknowledged (a site started before the
+        other's listener existed retries within its backoff)."""
+        import time
+        chosen = set(names) if names is not None else set(self.sites)
+        deadline = time.monotonic() + timeout
+        while True:
+            waiting = []
+            for name in sorted(chosen):
+                for link in self.sites[name].process.status()["sites"]:
+                    if not link["reachable"] or link["pending_changes"]:
+                        waiting.append(f"{name}->{link['site']}")
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"links not settled within {timeout:.0f} s: {', '.join(waiting[:10])}")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         """Every netpeerd stopped by its pid, the relay ended."""

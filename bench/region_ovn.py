@@ -1,0 +1,189 @@
+"""Two sites on real OVN-IC over WireGuard under load (part (c) of the
+region section, ``bench/region.py``): the two-site dev stack of the
+cross-site section (``bench/sites_bench.py``, ``netpeer_dev.multisite``)
+with 10, then 1,000 Bound cross-site pairs already in place (made with
+``BatchCreatePeerings``; every one waited for until it is Programmed on
+both sides, so ovn-ic and the transit switch carry them), then:
+
+- time to traffic across the sites: the second consent (west's) until the
+  first answered ping from west's instance to east's, on a pair whose
+  networks are attached to the link already (as the cross-site section
+  measures it), p50/p99;
+- the first-attachment wait: a new network's first half towards the
+  other site creates its transit switch port, whose router side waits for
+  ovn-ic's tunnel key (docs/cross-site.md, "The router side of an
+  attachment waits for the port's key"): from that consent until the key
+  is in the site's NB (seen on a connection of the benchmark's own to the
+  NB), and until the pair is Programmed on both sides.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from bench import sites_bench
+from bench.deploy import load_average
+from bench.region_pairs import Watcher, figures
+from bench.scale import log
+from netpeer.ovn import names
+from netpeer.ovn.connection import Connection
+from netpeer.ovn.ic_rows import TUNNEL_KEY
+
+
+class KeyWatch:
+    """When each transit switch port of a site's NB first carried its
+    tunnel key across sites (``time.monotonic()``), by port name."""
+
+    def __init__(self, nb_remote: str):
+        self.keyed: dict[str, float] = {}
+        self._cond = threading.Condition()
+        self._conn = Connection(nb_remote, names.NB_SCHEMA, {"Logical_Switch_Port": ["name", "options"]},
+                                on_change=self._note, name="bench-keys")
+        self._conn.start_monitor()
+        if not self._conn.wait_ready(30):
+            raise RuntimeError(f"could not monitor the NB {nb_remote}")
+
+    def _note(self, table, uuid, old, new) -> None:
+        if table != "Logical_Switch_Port" or new is None or TUNNEL_KEY not in (new.get("options") or {}):
+            return
+        with self._cond:
+            self.keyed.setdefault(new.get("name"), time.monotonic())
+            self._cond.notify_all()
+
+    def wait(self, port: str, timeout: float = 60.0) -> float | None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while port not in self.keyed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            return self.keyed[port]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def subnet(index: int) -> str:
+    """A /28 of 10.64.0.0/10 per network (the instances' networks are 10.1 and 10.2)."""
+    index += 64 << 12
+    return f"10.{(index >> 12) & 255}.{(index >> 4) & 255}.{(index & 15) << 4}/28"
+
+
+class Programmed(Watcher):
+    """``Watcher`` that also records when each peering turned Programmed."""
+
+    def __init__(self, endpoint: str, namespaces: list[str], token: str):
+        self.programmed: dict[tuple[str, str, str], float] = {}
+        super().__init__(endpoint, namespaces, token)
+
+    def _run(self, client, namespace: str) -> None:
+        try:
+            for e in client.watch(namespace, resume=False):
+                if e["type"] == "Bookmark":
+                    self._started.release()
+                    continue
+                if e.get("kind") != "peering":
+                    continue
+                key = (e["namespace"], e["network"], e["name"])
+                with self._cond:
+                    if e.get("phase") == "Bound":
+                        self.bound.setdefault(key, time.monotonic())
+                    if e.get("phase") == "Bound" and e.get("dataplane") == "Programmed":
+                        self.programmed.setdefault(key, time.monotonic())
+                    self._cond.notify_all()
+        except Exception:
+            pass
+
+    def wait_programmed(self, keys, timeout: float) -> float | None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not all(k in self.programmed for k in keys):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            return max(self.programmed[k] for k in keys)
+
+
+def run(loads: list[int], ttt_samples: int, attach_samples: int, build_timeout: float = 1800.0) -> dict:
+    """The two-site stack brought up, loaded step by step to each size of
+    ``loads`` (Bound cross-site pairs), measured at each; stopped by pid."""
+    multi, took = sites_bench._start(ha=False)
+    out: dict = {"bring_up_s": round(took, 2), "load_start": load_average(), "sizes": {}}
+    t = sites_bench._Tenants(multi)
+    keys = {s: KeyWatch(multi.stacks[s].ovn.nb_remote) for s in ("east", "west")}
+    tokens = {s: multi.stacks[s].admin_token() for s in ("east", "west")}
+    watch = {s: Programmed(multi.stacks[s].endpoint, ["bulk", "fa"], tokens[s]) for s in ("east", "west")}
+    try:
+        a = t.network("east", "r-a", "net", "10.1.0.0/24")
+        b = t.network("west", "r-b", "net", "10.2.0.0/24")
+        va, vb = t.vm("east", a, "vm-a"), t.vm("west", b, "vm-b")
+        t.consent("east", "r-a", "net", "to-b", "west", "r-b", "net")
+        # Once untimed: west's network gets its port on the link (its first attachment), kept from then on.
+        t0 = time.monotonic()
+        t.consent("west", "r-b", "net", "to-a", "east", "r-a", "net")
+        out["first_ping_of_the_instances_s"] = sites_bench._first_ping(vb.netns, va.address(4), t0, timeout=60)
+        t.withdraw("west", "r-b", "net", "to-a")
+        sites_bench._until_silent(vb.netns, va.address(4))
+        made, fresh = 0, 0
+        for target in loads:
+            log(f"region: real OVN-IC, {target} Bound cross-site pairs")
+            t0 = time.monotonic()
+            new = list(range(made, target))
+            for site, other in (("east", "west"), ("west", "east")):
+                for i in new:
+                    t.clients[site].create_network("bulk", f"n{i}", [subnet(2 * i + (site == "west"))])
+                for start in range(0, len(new), 1000):
+                    t.clients[site].create_peerings([
+                        {"namespace": "bulk", "network": f"n{i}", "name": "p", "remote_site": other,
+                         "remote_namespace": "bulk", "remote_network": f"n{i}"} for i in new[start:start + 1000]])
+            pairs = [("bulk", f"n{i}", "p") for i in range(target)]
+            for site in ("east", "west"):
+                if watch[site].wait_programmed(pairs, build_timeout) is None:
+                    raise RuntimeError(f"{target} pairs were not Programmed on {site} within {build_timeout:.0f} s")
+            made = target
+            r = out["sizes"][str(target)] = {"built_s": round(time.monotonic() - t0, 1), "load": load_average()}
+            log(f"region: {target} pairs Bound and Programmed on both sides after {r['built_s']} s")
+
+            cross, missed = [], 0
+            for _ in range(ttt_samples):
+                t0 = time.monotonic()
+                t.consent("west", "r-b", "net", "to-a", "east", "r-a", "net")
+                took = sites_bench._first_ping(vb.netns, va.address(4), t0)
+                cross.append(took) if took is not None else None
+                missed += took is None
+                t.withdraw("west", "r-b", "net", "to-a")
+                sites_bench._until_silent(vb.netns, va.address(4))
+            r["time_to_traffic"] = dict(figures(cross), missed=missed)
+
+            keyed, programmed = [], []
+            for _ in range(attach_samples):
+                i = fresh
+                fresh += 1
+                east = t.clients["east"].create_network("fa", f"e{i}", [subnet(1_000_000 + 2 * i)])
+                west = t.clients["west"].create_network("fa", f"w{i}", [subnet(1_000_001 + 2 * i)])
+                t.consent("east", "fa", f"e{i}", "p", "west", "fa", f"w{i}")
+                # East's port keyed first: west's first attachment is what is timed.
+                if keys["east"].wait(names.transit_switch_port("east", "west", east["uid"])) is None:
+                    raise RuntimeError(f"east's port of fa/e{i} got no key within 60 s")
+                t0 = time.monotonic()
+                t.consent("west", "fa", f"w{i}", "p", "east", "fa", f"e{i}")
+                k = keys["west"].wait(names.transit_switch_port("west", "east", west["uid"]))
+                done = [watch["east"].wait_programmed([("fa", f"e{i}", "p")], 60),
+                        watch["west"].wait_programmed([("fa", f"w{i}", "p")], 60)]
+                if k is None or None in done:
+                    raise RuntimeError(f"the first attachment of fa/w{i} was not keyed and Programmed within 60 s")
+                keyed.append(k - t0)
+                programmed.append(max(done) - t0)
+            r["first_attachment"] = {"keyed": figures(keyed), "programmed": figures(programmed)}
+        out["load_end"] = load_average()
+        return out
+    finally:
+        for w in watch.values():
+            w.close()
+        for k in keys.values():
+            k.close()
+        t.close()
+        out["teardown_s"] = round(sites_bench._stop(multi), 2)
