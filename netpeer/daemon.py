@@ -29,6 +29,7 @@ import sys
 import threading
 from typing import Callable
 
+from netpeer import linkfiles
 from netpeer.config import Config
 from netpeer.core import validate
 from netpeer.errors import InvalidArgument, Unavailable, Unreachable
@@ -164,34 +165,37 @@ class Daemon:
         exchanges (``netpeer.service.sites``)."""
         from netpeer.api.sites import SiteServer, SiteTransport
         from netpeer.ovn import ic_rows
-        secrets = {link.name: _read_secret(f"sites.{link.name}.secret_file", link.secret_file)
-                   for link in config.sites}
-        cert = config.site_cert.read_bytes() if config.site_cert else None
-        key = config.site_key.read_bytes() if config.site_key else None
-        ca = config.site_ca.read_bytes() if config.site_ca else None
-        self.site_transport = SiteTransport(
-            config.site, {link.name: link.endpoint for link in config.sites}, secrets, cert=cert, key=key,
-            ca={link.name: link.ca_cert.read_bytes() if link.ca_cert else ca for link in config.sites})
+        files = linkfiles.read(config)
+        self.site_transport = SiteTransport(config.site, files.endpoints, files.secrets, cert=files.cert,
+                                            key=files.key, ca=files.cas)
         links = self.service.link_sites(config.site, {link.name: ic_rows.capacity(link.transit_ipv4)
                                                       for link in config.sites},
                                         self.site_transport, interval=config.sweep_interval.total_seconds())
         links.verify_interval = config.full_sweep_interval.total_seconds()
         self.site_transport.counter = links.count
-        self.site_server = SiteServer(links, config.site_listen, secrets, cert=cert, key=key, ca=ca)
+        self.site_server = SiteServer(links, config.site_listen, files.secrets, cert=files.cert, key=files.key,
+                                      ca=files.ca)
 
     def reload(self, path) -> str:
         """Reads the configuration file again and applies what can change
         while netpeerd runs: the links to other sites (``[sites.NAME]``): a
         new site is linked at once, a site no longer listed is retired (its
         pairs withdrawn, ``SiteRetired``), an endpoint, secret or CA file
-        takes effect for the next exchange. A link's ``transit_ipv4`` cannot
-        change while it exists (retire the site first). Anything else that
-        differs is reported as needing a restart. Raises InvalidArgument
-        (nothing changed) on a bad file. What was done, one line."""
+        takes effect for the next exchange; and the files of
+        ``[interconnect] cert, key, ca`` (a renewed certificate is presented
+        from the next connection on). A link's ``transit_ipv4`` cannot
+        change while it exists (retire the site first), nor can TLS be
+        turned on or off. Anything else that differs is reported as needing
+        a restart. Raises InvalidArgument (nothing changed) on a bad file.
+        What was done, one line."""
         new = Config.load(path)
         old = self.config
-        restart = sorted(f.name for f in dataclasses.fields(Config)
-                         if f.name != "sites" and getattr(new, f.name) != getattr(old, f.name))
+        live = ("sites", "site_cert", "site_key", "site_ca")
+        restart = [f.name for f in dataclasses.fields(Config)
+                   if f.name not in live and getattr(new, f.name) != getattr(old, f.name)]
+        # TLS on or off, or a client certificate required or not: the listener itself changes.
+        toggled = [name for name in ("site_cert", "site_ca")
+                   if (getattr(new, name) is None) != (getattr(old, name) is None)]
         if old.site and new.site == old.site and "site" not in restart:
             kept = {link.name: link for link in old.sites}
             for link in new.sites:
@@ -200,24 +204,29 @@ class Daemon:
                     raise InvalidArgument.for_field(f"sites.{link.name}.transit_ipv4", link.transit_ipv4,
                                                     f"differs from the running link's ({was.transit_ipv4}): retire "
                                                     "the site (remove its [sites] table, reload), then add it back")
-            secrets = {link.name: _read_secret(f"sites.{link.name}.secret_file", link.secret_file)
-                       for link in new.sites}
-            ca = self.config.site_ca.read_bytes() if self.config.site_ca else None
-            cas = {link.name: link.ca_cert.read_bytes() if link.ca_cert else ca for link in new.sites}
+            applied = new if not toggled else dataclasses.replace(new, site_cert=old.site_cert,
+                                                                  site_key=old.site_key, site_ca=old.site_ca)
+            restart += toggled
+            files = linkfiles.read(applied)   # every file checked before anything changes
             from netpeer.ovn import ic_rows
-            self.site_transport.reconfigure({link.name: link.endpoint for link in new.sites}, secrets, cas)
-            self.site_server.set_secrets(secrets)
+            renewed = self.site_server.tls and self.site_server.set_credentials(files.cert, files.key, files.ca)
+            self.site_transport.reconfigure(files.endpoints, files.secrets, files.cas, cert=files.cert,
+                                            key=files.key)
+            self.site_server.set_secrets(files.secrets)
             if self.backend.kind == "ovn":
                 self.backend.site = _site_context(new)
             added, removed = self.service.sites.reconfigure(
-                {link.name: ic_rows.capacity(link.transit_ipv4) for link in new.sites}, self.stopping)
-            self.config = dataclasses.replace(old, sites=new.sites)
+                {link.name: ic_rows.capacity(link.transit_ipv4) for link in new.sites})
+            self.config = dataclasses.replace(old, sites=new.sites, site_cert=applied.site_cert,
+                                              site_key=applied.site_key, site_ca=applied.site_ca)
             links = f"linked {', '.join(added) or 'no new site'}; retired {', '.join(removed) or 'none'}"
-        elif new.sites != old.sites:
-            restart.append("sites")
-            links = "links unchanged"
+            if renewed:
+                links += "; new connections use the new certificate, key or CA of [interconnect]"
+                self.service.sites.poke(list(self.service.sites.capacity))   # use them now: a mistake shows at once
         else:
+            restart += [name for name in live if getattr(new, name) != getattr(old, name)]
             links = "links unchanged"
+        restart = sorted(set(restart))
         what = f"reloaded {path}: {links}" + (f"; needs a restart to change: {', '.join(restart)}" if restart else "")
         LOG.info("%s", what)
         return what
@@ -283,6 +292,8 @@ class Daemon:
         watch.look()
         self._led.append(threading.Thread(target=watch.run, name="replicas",
                                           daemon=True, args=(self._leading, self._replica_gone)))
+        if self.site_server is not None:
+            self.service.sites.run_links(self._leading)
         # A new leader most often follows a departure (the old leader's): its last
         # NB transaction may land after the first sweep, which runs at once.
         self.service.reconciler.sweep_soon(AFTER_DEPARTURE_S[1:] + (self.config.ovn_timeout.total_seconds(),))
@@ -302,6 +313,8 @@ class Daemon:
     def _lose(self) -> None:
         if self._leading is not None:
             self._leading.set()
+            if self.site_server is not None:
+                self.service.sites.stop_links()
             self.service.programmer.poke()   # they sleep at rest
             self.service.reconciler.wake()
         for thread in self._led:
@@ -340,7 +353,10 @@ class Daemon:
         # The site link before the API: whoever sees the API up may count on the link's socket.
         if self.site_server is not None:
             self.site_server.start()
-            self.service.sites.start(self.stopping)
+            if self.replicated:   # every replica answers the other sites; the leader runs the links (_gain)
+                self.service.sites.prepare()
+            else:
+                self.service.sites.start(self.stopping)
             LOG.info("site %s: other sites reach it on %s; linked to %s", self.config.site, self.config.site_listen,
                      ", ".join(link.name for link in self.config.sites))
         self.server.start()
@@ -381,22 +397,6 @@ def _site_context(config: Config):
         return None
     from netpeer.ovn.ic_rows import SiteContext
     return SiteContext(config.site, config.gateway_group, {link.name: link.transit_ipv4 for link in config.sites})
-
-
-def _read_secret(field: str, path) -> str:
-    """A link's shared secret: a private file with one line."""
-    import os
-    try:
-        mode = os.stat(path).st_mode
-        secret = path.read_text().strip()
-    except OSError as exc:
-        raise InvalidArgument.for_field(field, str(path), f"cannot be read ({exc.strerror})") from None
-    if mode & 0o077:
-        raise InvalidArgument.for_field(field, str(path), f"is readable by others (mode {mode & 0o777:o}): "
-                                        "chmod 600 it")
-    if len(secret) < 16:
-        raise InvalidArgument.for_field(field, str(path), "holds no secret of at least 16 characters")
-    return secret
 
 
 def serve(config: Config, mode: Mode = Mode.CHECK, path=None, dataplane: str = "ovn") -> int:

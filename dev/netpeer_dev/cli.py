@@ -38,6 +38,16 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
         p.add_argument("--state-dir", default=None)
         if name == "down":
             p.add_argument("--purge", action="store_true", help="also delete the state directory")
+    site = sub.add_parser("site", help="a multi-site stack: add a site while it runs, or retire one "
+                                       "(the steps of docs/runbook-add-site.md)")
+    ssub = site.add_subparsers(dest="site_action", required=True, parser_class=sub._parser_class)
+    for name, text in (("add", "add site NAME to the running stack: its OVN, ovn-ic, gateway, WireGuard, "
+                               "certificate and netpeerd; the other sites link it on SIGHUP"),
+                       ("retire", "retire site NAME: the other sites drop it on SIGHUP (its pairs go Pending, "
+                                  "SiteRetired), then everything of it is stopped and removed")):
+        p = ssub.add_parser(name, parents=[g], help=text)
+        p.add_argument("name", metavar="NAME")
+        p.add_argument("--state-dir", default=None)
     inst = sub.add_parser("instance", help="instances: network namespaces attached to a network (needs --chassis)")
     isub = inst.add_subparsers(dest="instance_action", required=True, parser_class=sub._parser_class)
     a = isub.add_parser("add", parents=[g], help="create (or re-use) an instance on NETWORK's switch")
@@ -67,6 +77,9 @@ def run(ctx, args) -> int:
             raise errors.FailedPrecondition(f"{stack.dir} holds a single-site dev stack: `netpeer dev down --purge` "
                                             f"first, or pass another --state-dir")
         return sites_cli.run(ctx, args, multi, say)
+    if args.action == "site":
+        raise errors.FailedPrecondition(f"{stack.dir} holds no multi-site stack: netpeer dev up --sites east,west "
+                                        "first")
     if args.action == "up" and getattr(args, "ha_gateways", False):
         raise errors.InvalidArgument.for_field("--ha-gateways", True, "needs --sites (HA gateway chassis per site)")
     ha = HaStack(stack.dir)

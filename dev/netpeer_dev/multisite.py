@@ -11,13 +11,20 @@ configuration under ``<state-dir>/<site>/``::
     [interconnect]
     listen = "unix://<state-dir>/east/site.sock"             # where the other sites reach this netpeerd
     gateway_group = "np-gw-east"
+    cert = "<state-dir>/pki/east/site-east.crt"              # mTLS: netpeer site cert issue east ... --dns localhost
+    key = "<state-dir>/pki/east/site-east.key"
+    ca = "<state-dir>/pki/east/region-ca.crt"
     [sites.west]
     endpoint = "unix://<state-dir>/east/links/west.sock"    # the site link, across the WAN
     secret_file = "<state-dir>/secrets/east-west.secret"     # shared by the pair, 0600
-    transit_ipv4 = "169.254.0.0/16"                          # a /21 per pair with more than two sites
+    transit_ipv4 = "169.254.0.0/21"                          # the pair's own /21 (``transit_block``)
 
 A pair's shared secret is 32 random bytes (urlsafe base64), made once per
-pair in ``<state-dir>/secrets/`` (0700) and removed by ``down``. Instances
+pair in ``<state-dir>/secrets/`` (0700) and removed by ``down``. The
+certificates are those of ``netpeer site cert``: a region CA in
+``<state-dir>/pki/ca`` and one certificate per site, for the name
+``localhost`` (the endpoints are unix sockets, whose TLS check is for that
+name), made once and removed by ``down``. Instances
 (``netpeer dev instance add``) go on the site's instance chassis (``hv`` with
 ``--ha-gateways``, the gateway otherwise), MTU 1300 (GENEVE inside WireGuard).
 """
@@ -33,8 +40,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netpeer import errors
+from netpeer.certs import CA_CERT
 from netpeer.config import Config
-from netpeer_dev.operator import gateway_group
+from netpeer_dev.operator import MAX_SITES, gateway_group
 from netpeer_dev.sites import Sites, SitesError
 from netpeer_dev.stack import DevStack
 
@@ -57,6 +65,11 @@ class SiteStack(DevStack):
         return self.sites.state_dir / "secrets" / f"{a}-{b}.secret"
 
     @property
+    def pki(self) -> Path:
+        """This site's certificate, key and the region CA's certificate (what ``netpeer site cert issue`` writes)."""
+        return self.sites.state_dir / "pki" / self.site
+
+    @property
     def site_socket(self) -> Path:
         """Where this site's netpeerd serves the other sites (``[interconnect] listen``);
         the site link relay forwards the other sites' connections to it."""
@@ -64,16 +77,22 @@ class SiteStack(DevStack):
 
     def config(self, sweep_interval: str = "5s") -> Config:
         """The single-site configuration plus ``site``, ``[interconnect]`` and one
-        ``[sites.NAME]`` per other site."""
+        ``[sites.NAME]`` per other site, with mTLS."""
         base = super().config(sweep_interval)
         _require_site_config()
-        from netpeer.config import SiteLink
-        links = tuple(SiteLink(name=other, endpoint=f"unix://{self.sites.link_socket(self.site, other)}",
-                               secret_file=self.secret_file(other),
-                               transit_ipv4=transit_block(self.sites.site_names, self.site, other))
-                      for other in self.sites.site_names if other != self.site)
         return dataclasses.replace(base, site=self.site, site_listen=f"unix://{self.site_socket}",
-                                   gateway_group=gateway_group(self.site), sites=links)
+                                   gateway_group=gateway_group(self.site), sites=self.links(),
+                                   site_cert=self.pki / f"site-{self.site}.crt",
+                                   site_key=self.pki / f"site-{self.site}.key", site_ca=self.pki / CA_CERT)
+
+    def links(self) -> tuple:
+        """``[sites.NAME]`` for every other site of the stack."""
+        from netpeer.config import SiteLink
+        return tuple(SiteLink(name=other, endpoint=f"unix://{self.sites.link_socket(self.site, other)}",
+                              secret_file=self.secret_file(other),
+                              transit_ipv4=transit_block(self.sites.plan(self.site).index,
+                                                         self.sites.plan(other).index))
+                     for other in self.sites.site_names if other != self.site)
 
 
 def _require_site_config() -> None:
@@ -84,21 +103,22 @@ def _require_site_config() -> None:
                                         f"lacks {', '.join(missing)})")
 
 
-def transit_block(sites: list[str], a: str, b: str) -> str:
-    """The IPv4 block of the transit switch of sites ``a`` and ``b`` (the same on
-    both sides; the links of one site must not overlap): all of 169.254.0.0/16
-    for two sites, else a /21 per pair of sites, in sorted pair order."""
-    if len(sites) == 2:
-        return "169.254.0.0/16"
-    pairs = list(itertools.combinations(sorted(sites), 2))
+def transit_block(a: int, b: int) -> str:
+    """The IPv4 block of the link between the sites of indices ``a`` and ``b``
+    (``Sites.indices``): the same on both sides, never overlapping another
+    link of either site, and fixed for the link's life, so that a site added
+    to a running stack finds blocks free: a /21 per possible pair of the
+    stack's ``MAX_SITES`` sites (28 pairs, 1022 networks per site and link)."""
+    pairs = list(itertools.combinations(range(MAX_SITES), 2))
     return f"169.254.{pairs.index(tuple(sorted((a, b)))) * 8}.0/21"
 
 
 class MultiSiteStack:
     """Every site of a ``--sites`` dev stack in ``state_dir``."""
 
-    def __init__(self, state_dir: str | os.PathLike, sites: list[str], ha: bool = False) -> None:
-        self.sites = Sites(state_dir, sites, ha=ha)
+    def __init__(self, state_dir: str | os.PathLike, sites: list[str], ha: bool = False,
+                 indices: dict[str, int] | None = None) -> None:
+        self.sites = Sites(state_dir, sites, ha=ha, indices=indices)
         self.dir = self.sites.state_dir
         self.stacks = {name: SiteStack(self.sites, name) for name in self.sites.site_names}
 
@@ -106,7 +126,7 @@ class MultiSiteStack:
     def open(cls, state_dir: str | os.PathLike) -> "MultiSiteStack | None":
         """The stack recorded in ``state_dir`` (its ``sites.json``), or None."""
         found = Sites.open(state_dir)
-        return None if found is None else cls(state_dir, found.site_names, found.ha)
+        return None if found is None else cls(state_dir, found.site_names, found.ha, found.indices)
 
     @property
     def names(self) -> list[str]:
@@ -130,7 +150,8 @@ class MultiSiteStack:
             self.sites.start(lambda site: self.stacks[site].site_socket, timeout=timeout, progress=say)
         except SitesError as exc:
             raise errors.FailedPrecondition(str(exc)) from None
-        self._ensure_secrets()
+        self.ensure_secrets()
+        self.ensure_certificates()
         procs = []
         for name, stack in self.stacks.items():
             stack.dir.mkdir(parents=True, exist_ok=True)
@@ -146,7 +167,8 @@ class MultiSiteStack:
         for netpeerd in procs:
             netpeerd.wait_ready(timeout=60)
 
-    def _ensure_secrets(self) -> None:
+    def ensure_secrets(self) -> None:
+        """Each pair's secret (0600, in a 0700 directory), unless it has one."""
         folder = self.dir / "secrets"
         folder.mkdir(exist_ok=True)
         os.chmod(folder, 0o700)
@@ -157,6 +179,18 @@ class MultiSiteStack:
                     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                     with os.fdopen(fd, "w") as f:
                         f.write(secrets.token_urlsafe(32) + "\n")
+
+    def ensure_certificates(self) -> None:
+        """The region CA and each site's certificate (``netpeer site cert``),
+        unless it has them."""
+        from netpeer import certs
+        ca = self.dir / "pki" / "ca"
+        if not (ca / CA_CERT).exists():
+            (self.dir / "pki").mkdir(mode=0o700, exist_ok=True)
+            certs.make_ca(ca)
+        for stack in self.stacks.values():
+            if not (stack.pki / f"site-{stack.site}.crt").exists():
+                certs.issue(stack.site, ca, stack.pki, dns=("localhost",))
 
     def down(self, purge: bool, say: Callable[[str], None]) -> None:
         """Stop every netpeerd, delete every instance, stop the OVN/WAN/WireGuard
@@ -180,6 +214,7 @@ class MultiSiteStack:
         except SitesError as exc:
             failures.append(str(exc))
         shutil.rmtree(self.dir / "secrets", ignore_errors=True)
+        shutil.rmtree(self.dir / "pki", ignore_errors=True)
         if failures:
             raise errors.Unavailable("; ".join(failures))
         if purge and self.dir.exists():

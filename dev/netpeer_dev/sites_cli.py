@@ -41,6 +41,19 @@ def run(ctx, args, multi: MultiSiteStack, say) -> int:
         return 0
     if args.action == "instance":
         return _instance(ctx, args, multi)
+    if args.action == "site":
+        from netpeer_dev import region
+        if args.site_action == "add":
+            multi = region.add_site(multi, args.name, say)
+            say(f"ready: sites {', '.join(multi.names)} in {multi.dir}; {args.name}'s settings:")
+            stack = multi.stacks[args.name]
+            for line in (f"export NETPEER_ENDPOINT_{args.name.upper()}={stack.endpoint}",
+                         f"export NETPEER_TOKEN_{args.name.upper()}={stack.admin_token()}"):
+                print(line)
+        else:
+            multi = region.retire_site(multi, args.name, say)
+            say(f"retired {args.name}: sites {', '.join(multi.names)} in {multi.dir}")
+        return 0
     return _status(ctx, multi)
 
 

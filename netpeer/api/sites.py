@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import threading
 from concurrent import futures
 from typing import Mapping
 
@@ -82,7 +83,11 @@ class _Servicer(pb_grpc.SiteServiceServicer):
 
 
 class SiteServer:
-    """Serves SiteService on ``address`` (TLS unless loopback or unix)."""
+    """Serves SiteService on ``address`` (TLS unless loopback or unix).
+
+    With TLS, each handshake takes the certificate, key and CA last given
+    (``set_credentials``): a renewed certificate is presented from the next
+    connection on, without a restart; connections already made keep theirs."""
 
     def __init__(self, links: SiteLinks, address: str, secrets: Mapping[str, str], *, cert: bytes | None = None,
                  key: bytes | None = None, ca: bytes | None = None, workers: int = 4):
@@ -96,13 +101,38 @@ class SiteServer:
                                    options=_OPTIONS)
         self._servicer = _Servicer(links, secrets)
         pb_grpc.add_SiteServiceServicer_to_server(self._servicer, self._server)
+        self.tls = cert is not None
+        self._lock = threading.Lock()
+        self._credentials: tuple | None = None
+        self._pending = None
         if cert is not None:
-            creds = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+            self._credentials = (cert, key, ca)
+            creds = grpc.dynamic_ssl_server_credentials(_server_config(cert, key, ca), self._fetch,
+                                                        require_client_authentication=ca is not None)
             self.port = self._server.add_secure_port(address, creds)
         else:
             self.port = self._server.add_insecure_port(address)
         if not address.startswith("unix:") and self.port == 0:
             raise errors.InvalidArgument.for_field("interconnect.listen", address, "cannot be listened on")
+
+    def _fetch(self):
+        """gRPC asks at every handshake: a new configuration once, else None (keep)."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+            return pending
+
+    def set_credentials(self, cert: bytes, key: bytes, ca: bytes | None) -> bool:
+        """The certificate, key and CA of the handshakes from now on (TLS
+        listeners only; whether a CA is required cannot change: that takes a
+        restart). Whether they differ from those in use."""
+        if not self.tls:
+            raise errors.FailedPrecondition("interconnect: this listener has no TLS; a restart turns it on")
+        with self._lock:
+            if (cert, key, ca) == self._credentials:
+                return False
+            self._credentials = (cert, key, ca)
+            self._pending = _server_config(cert, key, ca)
+            return True
 
     def start(self) -> "SiteServer":
         self._server.start()
@@ -116,8 +146,17 @@ class SiteServer:
         self._server.stop(grace).wait(grace + 5)
 
 
+def _server_config(cert: bytes, key: bytes, ca: bytes | None):
+    return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+
 class SiteTransport:
-    """Calls the other sites' SiteService: ``(site, our view) -> theirs``."""
+    """Calls the other sites' SiteService: ``(site, our message) -> theirs``.
+
+    TLS whenever this site has a certificate (mTLS: the other site checks
+    it), else unless the endpoint is loopback or a unix socket. An endpoint
+    may list a site's replicas, comma-separated: a call goes to the one that
+    last answered and, if it cannot be reached, to the next."""
 
     def __init__(self, here: str, endpoints: Mapping[str, str], secrets: Mapping[str, str], *,
                  cert: bytes | None = None, key: bytes | None = None, ca: Mapping[str, bytes | None] | None = None,
@@ -126,52 +165,82 @@ class SiteTransport:
         self.timeout = timeout
         self._cert, self._key = cert, key
         self.secrets: dict[str, str] = {}
-        self._stubs: dict = {}
-        self._channels: dict = {}     # site -> (endpoint, ca, channel)
+        self._stubs: dict[str, list] = {}
+        self._channels: dict = {}     # site -> (endpoint, ca, channels: one per address)
+        self._first: dict[str, int] = {}
         self.reconfigure(endpoints, secrets, ca)
 
+    def _channel(self, target: str, site_ca: bytes | None):
+        if self._cert is None and is_local_address(target):
+            return grpc.insecure_channel(target, options=_CLIENT_OPTIONS)
+        creds = grpc.ssl_channel_credentials(root_certificates=site_ca, private_key=self._key,
+                                             certificate_chain=self._cert)
+        # A unix socket has no host name to check the certificate against: "localhost" stands for it.
+        local = [("grpc.ssl_target_name_override", "localhost")] if target.startswith("unix:") else []
+        return grpc.secure_channel(target, creds, options=_CLIENT_OPTIONS + local)
+
     def reconfigure(self, endpoints: Mapping[str, str], secrets: Mapping[str, str],
-                    ca: Mapping[str, bytes | None] | None = None) -> None:
+                    ca: Mapping[str, bytes | None] | None = None, *, cert: bytes | None = None,
+                    key: bytes | None = None) -> None:
         """Channels to exactly these sites: new ones opened, changed ones
-        replaced, those no longer listed closed."""
-        for site in list(self._channels):
-            endpoint, site_ca, channel = self._channels[site]
-            if endpoints.get(site) != endpoint or (ca or {}).get(site) != site_ca:
-                channel.close()
-                del self._channels[site], self._stubs[site]
+        replaced (all of them for a new certificate and key of this site,
+        when given), those no longer listed closed: once a call in flight
+        on them has had its time (closing cancels it, and its link would
+        count the site unreachable for a moment)."""
+        renewed = cert is not None and (cert, key) != (self._cert, self._key)
+        if renewed:
+            self._cert, self._key = cert, key
+        kept, closing = {}, []
+        for site, (endpoint, site_ca, channels) in self._channels.items():
+            if not renewed and endpoints.get(site) == endpoint and (ca or {}).get(site) == site_ca:
+                kept[site] = (endpoint, site_ca, channels)
+            else:
+                closing += channels
+        stubs = {site: self._stubs[site] for site in kept}
         for site, endpoint in endpoints.items():
-            if site in self._channels:
+            if site in kept:
                 continue
             site_ca = (ca or {}).get(site)
-            if is_local_address(endpoint):
-                channel = grpc.insecure_channel(endpoint, options=_CLIENT_OPTIONS)
-            else:
-                creds = grpc.ssl_channel_credentials(root_certificates=site_ca, private_key=self._key,
-                                                     certificate_chain=self._cert)
-                channel = grpc.secure_channel(endpoint, creds, options=_CLIENT_OPTIONS)
-            self._channels[site] = (endpoint, site_ca, channel)
-            self._stubs[site] = pb_grpc.SiteServiceStub(channel)
+            channels = [self._channel(t.strip(), site_ca) for t in endpoint.split(",") if t.strip()]
+            kept[site] = (endpoint, site_ca, channels)
+            stubs[site] = [pb_grpc.SiteServiceStub(c) for c in channels]
+            self._first[site] = 0
         self.secrets = dict(secrets)
+        self._stubs, self._channels = stubs, kept
+        if closing:
+            later = threading.Timer(self.timeout + 1, lambda: [channel.close() for channel in closing])
+            later.daemon = True
+            later.start()
 
     #: Told the bytes of each exchange: (site, sent, received).
     counter = staticmethod(lambda site, sent, received: None)
 
     def __call__(self, site: str, msg: Sync) -> Sync:
         request = convert.sync_to_pb(msg)
-        try:
-            answer = self._stubs[site].Sync(request, timeout=self.timeout,
-                                            metadata=(("authorization", f"Bearer {self.secrets[site]}"),))
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-                raise errors.FailedPrecondition(f"site {site} runs a netpeer without SiteService.Sync: every site "
-                                                "of a region needs the same link protocol; upgrade it") from None
-            raise from_rpc_error(exc) from None
-        self.counter(site, request.ByteSize(), answer.ByteSize())
-        return convert.sync_from_pb(answer)
+        stubs = self._stubs[site]
+        first = self._first.get(site, 0) % len(stubs)
+        for i in range(len(stubs)):
+            k = (first + i) % len(stubs)
+            try:
+                answer = stubs[k].Sync(request, timeout=self.timeout,
+                                       metadata=(("authorization", f"Bearer {self.secrets[site]}"),))
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    raise errors.FailedPrecondition(f"site {site} runs a netpeer without SiteService.Sync: every "
+                                                    "site of a region needs the same link protocol; upgrade it") \
+                        from None
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and i + 1 < len(stubs):
+                    continue   # that replica is down: the next one
+                raise from_rpc_error(exc) from None
+            self._first[site] = k
+            self.counter(site, request.ByteSize(), answer.ByteSize())
+            return convert.sync_from_pb(answer)
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
-        for _, _, channel in self._channels.values():
-            channel.close()
+        for _, _, channels in self._channels.values():
+            for channel in channels:
+                channel.close()
 
 
 __all__ = ["SiteServer", "SiteTransport", "pb"]

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from netpeer import errors
 from netpeer.cli import output
+from netpeer.cli import site as site_cmds
 from netpeer.core import validate
 
 EXIT_ERROR = 1
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--config", required=True, help="TOML configuration file")
 
     sub.add_parser("status", parents=[g], help="the server's status: OVN connection, sweeps (admin only)")
+    site_cmds.add_parsers(sub, g, _Parser)
 
     tok = sub.add_parser("token", help="credentials").add_subparsers(dest="action", required=True, parser_class=_Parser)
     # A private copy of the global options: "resolve" edits the actions it shadows.
@@ -289,6 +291,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"store {store.where}: schema version {version}"
               + (f" (applied migration {', '.join(map(str, done))})" if done else " (up to date)"))
         return 0
+    if cmd == "site":
+        return site_cmds.run(ctx, args)
     if cmd == "status":
         output.emit(ctx.client.status(), ctx.output, output.status_detail)
         return 0

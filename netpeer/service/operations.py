@@ -71,6 +71,19 @@ class NetworkView:
     peering_count: int = 0                             # all of them
 
 
+def sweep_status_to_json(s: SweepStatus) -> str:
+    import json
+    return json.dumps(dataclasses.asdict(s), default=lambda t: t.isoformat())
+
+
+def sweep_status_from_json(text: str) -> SweepStatus:
+    import json
+    d = json.loads(text)
+    when = lambda v: datetime.fromisoformat(v) if v else None   # noqa: E731
+    return SweepStatus(d["sweeps"], SweepReport(**d["last"]) if d["last"] else None, when(d["last_started"]),
+                       when(d["last_finished"]), SweepReport(**d["totals"]), d.get("blocked", ""))
+
+
 class Service:
     def __init__(self, store: Store, dataplane_: Dataplane, owner: str = "netpeer",
                  clock: Callable[[], datetime] = utcnow, max_group: int = 64, quotas: Quotas = Quotas()):
@@ -83,6 +96,7 @@ class Service:
         self.writes = WriteQueue(store, dataplane_, max_group)
         self.reconciler = Reconciler(store, dataplane_, self.writes, lambda: self.clock())
         self.programmer = Programmer(store, dataplane_, self.writes, lambda: self.clock())
+        self.reconciler.on_sweep = self.record_sweeps
         #: Which replica sweeps (netpeer.service.leader); one process alone always does.
         self.leadership: Leadership = Solo()
         self.link_sites("", {})
@@ -187,10 +201,26 @@ class Service:
             return tx.revisions()[1]
 
     # ---------------------------------------------------------------- upkeep
+    #: Where the replica that sweeps records its sweeps' status (``netpeer status`` on any replica).
+    LEADER_SWEEPS = "leader_sweeps"
+
     def status(self) -> "ServerStatus":
-        return ServerStatus(__version__, self.dataplane.connected, self.reconciler.status, self.sites.here,
+        sweeps = self.reconciler.status
+        if not self.leadership.solo and not self.leadership.leading():
+            with self.store.read() as tx:
+                recorded = tx.meta(self.LEADER_SWEEPS)
+            if recorded:
+                sweeps = sweep_status_from_json(recorded)
+        return ServerStatus(__version__, self.dataplane.connected, sweeps, self.sites.here,
                             tuple(self.sites.status()), self.leadership.name, self.leadership.leader(),
                             self.dataplane.kind)
+
+    def record_sweeps(self, status: SweepStatus) -> None:
+        """On the replica that sweeps: its sweeps' status, for the others."""
+        if self.leadership.solo:
+            return
+        text = sweep_status_to_json(status)
+        self.writes.run(lambda tx: (tx.put_meta(self.LEADER_SWEEPS, text), set()))
 
     def expire(self) -> int:
         return self.reconciler.expire()

@@ -56,6 +56,9 @@ class Reconciler:
         self.clock = clock
         self._status = SweepStatus()
         self._status_lock = threading.Lock()
+        #: Called with the status after every sweep (replicas: the leader
+        #: records it, for ``netpeer status`` on every replica).
+        self.on_sweep: Callable[[SweepStatus], None] = lambda status: None
         self._blocked = ""
         #: A sweep that would delete more than this share of our dataplane
         #: rows (and at least MIN_GUARDED of them) stops and reports instead.
@@ -331,10 +334,14 @@ class Reconciler:
                            (self.clock() - started).total_seconds())
         with self._status_lock:
             t = self._status.totals
-            self._status = SweepStatus(
+            self._status = status = SweepStatus(
                 self._status.sweeps + 1, report, started, self.clock(),
                 SweepReport(t.expired + report.expired, t.repaired_rows + report.repaired_rows,
                             t.errors + report.errors), self._blocked)
+        try:
+            self.on_sweep(status)
+        except Exception as exc:   # a record for status only: never fails the sweep
+            LOG.warning("could not record the sweep's status: %s", exc)
         return report
 
     def sweep_soon(self, delays: Iterable[float]) -> None:

@@ -76,6 +76,27 @@ class LinkStatus:
     mirrored: int = 0             # items this site holds of the other's side
 
 
+def view_for(tx: Transaction, here: str, site: str) -> SiteView:
+    """Site ``here``'s whole side as told to ``site``, computed from scratch."""
+    halves = tx.halves_to_site(site)
+    networks: dict[NetworkKey, tuple[Network, int | None]] = {}
+    out = []
+    for p in halves:
+        if p.network_key not in networks:
+            n = tx.get_network(p.network_key)
+            if n is None:
+                continue
+            networks[p.network_key] = (n, tx.attachment(n.uid, site))
+        out.append(dataclasses.replace(p, ready=consent.ready(tx, p, here)))
+    return SiteView(here, tuple(networks.values()), tuple(out))
+
+
+def whole_side(tx: Transaction, here: str, site: str) -> dict:
+    """``view_for`` as items: what the link's outbox must hold."""
+    view = view_for(tx, here, site)
+    return sides.side_items(view.networks, view.halves)
+
+
 #: How a site reaches another: (site, our message) -> its answer. Raises on failure.
 Transport = Callable[[str, Sync], Sync]
 
@@ -108,12 +129,39 @@ class SiteLinks:
         self._want_full: set[str] = set()                # sites whose side our mirror does not match
         self._diverged: dict[str, float] = {}            # site -> monotonic time of a full copy that mismatched
         self._sent: dict[str, int] = {}                  # the head an answer to a site carried
+        #: Set by ``run_links`` while this process runs the link threads: with
+        #: replicas, the one that holds the sweeper lease (``stop`` ends them).
+        self._running: threading.Event | None = None
+        #: With replicas, whether each link answers as the store last said
+        #: (the replica running the links records it), and when it was read.
+        self._shared: tuple[float, dict[str, bool]] = (0.0, {})
 
     # ------------------------------------------------ consent.Sites
+    @property
+    def shared(self) -> bool:
+        """Whether other replicas share this store (and may run the links)."""
+        return not self.service.leadership.solo
+
     def reachable(self, site: str) -> bool:
+        if self.shared and not self.running:
+            return self._shared_reachability().get(site, False)
         with self._lock:
             status = self._status.get(site)
             return status is not None and status.reachable
+
+    @property
+    def running(self) -> bool:
+        return self._running is not None and not self._running.is_set()
+
+    def _shared_reachability(self) -> dict[str, bool]:
+        """What the replica running the links last recorded, read from the
+        store at most every half second."""
+        read_at, known = self._shared
+        if time.monotonic() - read_at > 0.5:
+            with self.service.store.read() as tx:
+                known = {link.site: link.reachable for link in tx.links()}
+            self._shared = (time.monotonic(), known)
+        return known
 
     def linked(self, site: str) -> bool:
         return site in self.capacity
@@ -138,8 +186,11 @@ class SiteLinks:
                     continue
                 stream, ack = self._acks.get(s.site, (link.peer_stream, link.peer_ack))
                 pending = len(tx.outbox_since(s.site, ack if stream == link.stream else 0, 1_000_000))
-                out[i] = dataclasses.replace(s, pending=pending, told=link.out.count, mirrored=link.mirror.count,
-                                             resyncs_received=link.resyncs_received)
+                s = out[i] = dataclasses.replace(s, pending=pending, told=link.out.count,
+                                                 mirrored=link.mirror.count, resyncs_received=link.resyncs_received)
+                if self.shared and not self.running:   # the replica that runs the links knows better
+                    out[i] = dataclasses.replace(s, reachable=link.reachable, last_ok=link.last_ok,
+                                                 last_error=link.last_error)
         return out
 
     def _record(self, site: str, ok: bool, error: str = "", sent: int = 0, received: int = 0) -> bool:
@@ -148,12 +199,29 @@ class SiteLinks:
             old = self._status.get(site)
             if old is None:   # no longer linked
                 return False
-            self._status[site] = dataclasses.replace(
+            self._status[site] = new = dataclasses.replace(
                 old, reachable=ok, last_ok=self.clock() if ok else old.last_ok, last_error="" if ok else error,
                 exchanges=old.exchanges + 1, failures=old.failures + (0 if ok else 1),
                 bytes_sent=old.bytes_sent + sent, bytes_received=old.bytes_received + received,
                 diverged=site in self._diverged)
-            return old.reachable != ok
+            flipped = old.reachable != ok
+        if flipped and self.shared:
+            self._publish(new)
+        return flipped
+
+    def _publish(self, status: LinkStatus) -> None:
+        """Records a link's reachability in the store, for the other
+        replicas' consent and status."""
+        def op(tx: Transaction):
+            link = sitelog.link_of(tx, status.site)
+            tx.put_link(dataclasses.replace(link, reachable=status.reachable, last_ok=status.last_ok,
+                                            last_error=status.last_error))
+            return None, set()
+        try:
+            self.service.writes.run(op)
+        except NetpeerError as exc:
+            LOG.warning("could not record that site %s %s: %s", status.site,
+                        "answers" if status.reachable else "does not answer", exc.message)
 
     def count(self, site: str, sent: int, received: int) -> None:
         """Bytes that crossed the link with ``site`` (told by the transport)."""
@@ -192,22 +260,11 @@ class SiteLinks:
     # ------------------------------------------------ what we tell
     def view_for(self, tx: Transaction, site: str) -> SiteView:
         """This site's whole side as told to ``site``, computed from scratch."""
-        halves = tx.halves_to_site(site)
-        networks: dict[NetworkKey, tuple[Network, int | None]] = {}
-        out = []
-        for p in halves:
-            if p.network_key not in networks:
-                n = tx.get_network(p.network_key)
-                if n is None:
-                    continue
-                networks[p.network_key] = (n, tx.attachment(n.uid, site))
-            out.append(dataclasses.replace(p, ready=consent.ready(tx, p, self.here)))
-        return SiteView(self.here, tuple(networks.values()), tuple(out))
+        return view_for(tx, self.here, site)
 
     def whole(self, tx: Transaction, site: str) -> dict:
         """``view_for`` as items (``sitelog.verify``'s reference)."""
-        view = self.view_for(tx, site)
-        return sides.side_items(view.networks, view.halves)
+        return whole_side(tx, self.here, site)
 
     def refresh(self, tx: Transaction) -> set[str]:
         """Before a write commits: what this site tells the others, for the
@@ -372,10 +429,22 @@ class SiteLinks:
                 event.set()
 
     def start(self, stop: threading.Event) -> None:
-        """``prepare``, then a thread per link."""
+        """``prepare``, then ``run_links`` (one process alone on its store)."""
         self.prepare()
+        self.run_links(stop)
+
+    def run_links(self, stop: threading.Event) -> None:
+        """A thread per link until ``stop`` (with replicas: while this one
+        leads). Links added meanwhile (``reconfigure``) get theirs."""
+        self._running = stop
         for site in sorted(self._wake):
             self._start_link(site, stop)
+
+    def stop_links(self) -> None:
+        """Wakes the link threads so that they see their ``stop``, and waits for them."""
+        self.poke(self.capacity)
+        self.join()
+        self._threads = [t for t in self._threads if t.is_alive()]
 
     def _start_link(self, site: str, stop: threading.Event) -> None:
         t = threading.Thread(target=self._run, args=(site, stop), name=f"site-{site}", daemon=True)
@@ -413,7 +482,7 @@ class SiteLinks:
             tx.release_attachment(uid, site)
         return touched | effects.resolve(tx, [p.key for p in halves], self.clock(), self)
 
-    def reconfigure(self, sites: Mapping[str, int], stop: threading.Event) -> tuple[list[str], list[str]]:
+    def reconfigure(self, sites: Mapping[str, int]) -> tuple[list[str], list[str]]:
         """Links the sites of ``sites`` (name -> capacity) and only them,
         while running: a new site's link starts at once; a site no longer
         listed is retired (``_retire``) and its link stops. The sites
@@ -444,8 +513,9 @@ class SiteLinks:
                     sitelog.verify(tx, self.here, site, self.whole)
                 return None, set()
             self.service.writes.run(create)
-            for site in added:
-                self._start_link(site, stop)
+            if self.running:
+                for site in added:
+                    self._start_link(site, self._running)
         return added, removed
 
     def join(self, timeout: float = 5.0) -> None:

@@ -56,10 +56,6 @@ class PgTx(_SqliteTx):
     def _q(self, sql: str, args=()):
         return self.execute(placeholders(sql), args) if args else self.execute(sql)
 
-    def meta(self, key: str) -> str | None:
-        row = self._one("SELECT value FROM meta WHERE key=?", (key,))
-        return row[0] if row else None
-
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
         self._savepoints += 1

@@ -554,6 +554,15 @@ class _SqliteTx(SiteMirrorSql, Transaction):
     def count_tokens(self) -> int:
         return self._one("SELECT count(*) FROM tokens", ())[0]
 
+    # settings and records of the store itself
+    def meta(self, key: str) -> str | None:
+        row = self._one("SELECT value FROM meta WHERE key=?", (key,))
+        return row[0] if row else None
+
+    def put_meta(self, key: str, value: str) -> None:
+        self._q("DELETE FROM meta WHERE key=?", (key,))
+        self._q("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+
     # generation
     def generation(self) -> int:
         return int(self._one("SELECT value FROM meta WHERE key='generation'", ())[0])

@@ -70,7 +70,8 @@ def multi(request, credential_watch) -> Iterator[MultiSiteStack]:
     try:
         yield stack
     finally:
-        stop_multi(stack, pids, credential_watch, mark)
+        now = MultiSiteStack.open(stack.dir) or stack   # a test may have added or retired a site
+        stop_multi(now, {**pids, **all_pids(now)}, credential_watch, mark)
 
 
 @pytest.fixture(scope="module")

@@ -253,12 +253,10 @@ def test_a_site_joins_a_running_region_and_another_is_retired(tmp_path):
     region = Link(tmp_path, ("east", "west"))
     try:
         pairs(region, 0, 1)
-        stopped = __import__("threading").Event()
-        stopped.set()   # no link threads here: the test runs the exchanges
         region.names = ("east", "west", "north")
         region.services["north"] = region.open("north")
         for name in ("east", "west"):
-            added, removed = region[name].sites.reconfigure({o: 1000 for o in region.names if o != name}, stopped)
+            added, removed = region[name].sites.reconfigure({o: 1000 for o in region.names if o != name})
             assert (added, removed) == (["north"], [])
         e, n = region["east"], region["north"]
         e.create_network(ADMIN, "team-a", "east-1", ["10.5.1.0/24"])
@@ -271,7 +269,7 @@ def test_a_site_joins_a_running_region_and_another_is_retired(tmp_path):
         uid = e.get_network(ADMIN, "team-a", "east-1").network.uid
         assert region.services["east"].dataplane.networks[uid].attachments == (("north", 0),)
 
-        assert e.sites.reconfigure({"west": 1000}, stopped) == ([], ["north"])
+        assert e.sites.reconfigure({"west": 1000}) == ([], ["north"])
         p = e.get_peering(ADMIN, "team-a", "east-1", "p")
         assert (p.phase, p.reason) == (Phase.PENDING, "SiteRetired") and "north" in p.message
         assert region.services["east"].dataplane.networks[uid].attachments == ()
@@ -286,7 +284,7 @@ def test_a_site_joins_a_running_region_and_another_is_retired(tmp_path):
         region.settle()
         q = n.get_peering(ADMIN, "team-c", "north-1", "p")
         assert q.phase == Phase.BOUND    # north never heard east withdraw: it stays until north retires east too
-        assert n.sites.reconfigure({"west": 1000}, stopped) == ([], ["east"])
+        assert n.sites.reconfigure({"west": 1000}) == ([], ["east"])
         assert n.get_peering(ADMIN, "team-c", "north-1", "p").reason == "SiteRetired"
     finally:
         region.close()

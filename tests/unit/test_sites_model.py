@@ -28,6 +28,7 @@ from netpeer.core.models import Caller, NetworkKey, Phase, Quotas
 from netpeer.service import Service, sitelog
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
+from tests.sitecheck import link_problems
 
 ADMIN = Caller("admin", frozenset(), True)
 SEED = int(os.environ.get("NETPEER_SITES_SEED", "20261127"))
@@ -116,27 +117,7 @@ class Region:
     # ------------------------------------------------------------ checks
     def problems(self) -> list[str]:
         """Everything that differs from the reference; empty when all agree."""
-        out = []
-        for a in self.names:
-            for b in self.names:
-                if a == b:
-                    continue
-                sa, sb = self.services[a], self.services[b]
-                with sa.store.read() as tx:
-                    whole = {k: sides.encode(v) for k, v in sa.sites.whole(tx, b).items()}
-                    told = dict(tx.outbox_live(b))
-                    link = tx.get_link(b)
-                with sb.store.read() as tx:
-                    held = mirror_items(tx, a)
-                    back = tx.get_link(a)
-                if told != whole:
-                    out.append(f"{a}->{b}: the outbox differs from the whole side: {diff(told, whole)}")
-                if held != whole:
-                    out.append(f"{a}->{b}: {b}'s mirror differs from {a}'s whole side: {diff(held, whole)}")
-                if link is not None and back is not None and link.out != back.mirror:
-                    out.append(f"{a}->{b}: digests differ: told {link.out}, held {back.mirror}")
-        out += self.disagreements()
-        return out
+        return link_problems({n: svc.store for n, svc in self.services.items()}) + self.disagreements()
 
     def disagreements(self) -> list[str]:
         """Cross-site pairs Bound on one side and not on the other."""
@@ -162,24 +143,6 @@ class Region:
 def read(svc: Service, fn):
     with svc.store.read() as tx:
         return fn(tx)
-
-
-def mirror_items(tx, site: str) -> dict:
-    networks, halves = tx.mirror_of(site)
-    items = {}
-    for n, slot in networks:
-        i = sides.ToldNetwork(n.namespace, n.name, n.uid, n.subnets, slot)
-        items[i.key] = sides.encode(i)
-    for h in halves:
-        i = sides.ToldHalf(h.namespace, h.network, h.name, h.remote_namespace, h.remote_network, h.network_uid,
-                           h.remote_uid or "", h.create_time, h.phase, h.conflicts, h.ready)
-        items[i.key] = sides.encode(i)
-    return items
-
-
-def diff(a: dict, b: dict) -> str:
-    keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-    return f"{len(keys)} item(s), first {tuple(keys[0])}: {a.get(keys[0])} vs {b.get(keys[0])}" if keys else "none"
 
 
 def run_history(region: Region, rng: random.Random, steps: int) -> dict:
