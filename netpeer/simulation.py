@@ -38,7 +38,9 @@ def why_refused(config: Config) -> str | None:
     from netpeer.api.server import is_local_address
     addresses = [("listen", config.listen), ("interconnect.listen", config.site_listen),
                  ("metrics_listen", config.metrics_listen)]
-    addresses += [(f"sites.{link.name}.endpoint", link.endpoint) for link in config.sites]
+    # A site's endpoint may list its replicas, comma-separated: every one of them.
+    addresses += [(f"sites.{link.name}.endpoint", one.strip()) for link in config.sites
+                  for one in link.endpoint.split(",") if one.strip()]
     for field, address in addresses:
         if address and not is_local_address(address):
             return f"{field} {address!r} is not loopback or a unix socket"
