@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from netpeer.api import convert
@@ -121,9 +122,11 @@ class Link:
         self.out: dict = {"pairs": pairs, "protocol": "changes" if CHANGES else "whole sides"}
         t0 = time.perf_counter()
         total = pairs + samples
-        for i in range(total):
-            east.create_network(ADMIN, ns("a", i), f"n{i}", [subnet(i)])
-            west.create_network(ADMIN, ns("b", i), f"n{i}", [subnet(100_000 + i)])
+        # Concurrent writers share commits (the write queue's group commit), as tenants' calls do.
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: (east.create_network(ADMIN, ns("a", i), f"n{i}", [subnet(i)]),
+                                     west.create_network(ADMIN, ns("b", i), f"n{i}", [subnet(100_000 + i)])),
+                          range(total)))
         # East consents to every pair, the samples' too; west to the pairs that are Bound before sampling.
         for svc, side, other, site, count in ((east, "a", "b", "west", total), (west, "b", "a", "east", pairs)):
             for start in range(0, count, BATCH):
