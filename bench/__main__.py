@@ -37,12 +37,14 @@ FULL = {
     # bench/region.py. Before, whole sides cost seconds per bind at 10,000 pairs: its samples are few.
     "region": {"pairs": {"sizes": [100, 1000, 10000], "samples": {100: 300, 1000: 300, 10000: 300},
                          "before_samples": {100: 100, 1000: 20, 10000: 3}, "budget_s": 120, "idle": 100,
-                         "idle_budget_s": 60, "daemon_samples": 300, "idle_window_s": 20},
+                         "idle_budget_s": 20, "daemon_samples": 300, "idle_window_s": 20},
                "regions": [{"sites": 10, "networks": 2500, "pairs": 250, "samples": 5, "ks": [10, 100, 1000],
                             "cut": 4},
                            {"sites": 20, "networks": 5000, "pairs": 500, "samples": 5, "ks": [10, 100, 1000],
                             "cut": 4}],
-               "ovn": {"loads": [10, 1000], "ttt_samples": 16, "attach_samples": 5}},
+               # On OVN 23.03 the chassis fell behind for good at 1,000 (docs/performance.md, "Region"):
+               # that size is given 300 s, and what the chassis did instead is recorded.
+               "ovn": {"loads": [10, 250, 1000], "ttt_samples": 10, "attach_samples": 3, "build_timeout": 300}},
 }
 QUICK = {
     "sizes": [30, 60],
@@ -171,8 +173,8 @@ def main(argv=None) -> int:
         if "region" in sections:
             from bench import region
             scale.log("region: many sites, one link as its pairs grow, before and after")
-            data["region"] = region.run(**preset["region"])
-            save()
+            data["region"] = {}
+            region.run(**preset["region"], into=data["region"], save=save)
     finally:
         stop.set()
         data["meta"]["load_samples_1min"] = load_samples

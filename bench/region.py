@@ -34,21 +34,30 @@ TARGETS = {
 }
 
 
-def run(pairs: dict, regions: list[dict], ovn: dict, interval: str = "1s") -> dict:
-    """The whole section; every daemon it starts is stopped by pid, every
-    directory removed, also on failure."""
+def run(pairs: dict, regions: list[dict], ovn: dict, interval: str = "1s", into: dict | None = None,
+        save=lambda: None) -> dict:
+    """The whole section, each part kept in ``into`` (and ``save`` called)
+    as soon as it is measured; every daemon it starts is stopped by pid,
+    every directory removed, also on failure."""
     from bench import region_ovn, region_pairs, region_sites
-    out: dict = {"load_start": load_average()}
+    out = into if into is not None else {}
+    out["load_start"] = load_average()
     out["in_process"] = region_pairs.in_process(
         pairs["sizes"], {int(k): v for k, v in pairs["samples"].items()},
         {int(k): v for k, v in pairs["before_samples"].items()}, pairs["budget_s"], pairs["idle"],
         pairs["idle_budget_s"])
+    save()
     log(f"region: two netpeerds per size, {pairs['sizes']} pairs")
     out["netpeerds"] = region_pairs.through_netpeerds(pairs["sizes"], pairs["daemon_samples"], interval,
                                                       pairs["idle_window_s"])
-    out["regions"] = region_sites.run(regions, interval)["regions"]
+    save()
+    out["regions"] = []
+    for r in regions:
+        out["regions"].append(region_sites.run_region(interval=interval, **r))
+        save()
     out["ovn"] = region_ovn.run(**ovn)
     out["load_end"] = load_average()
+    save()
     return out
 
 
@@ -226,6 +235,13 @@ def _md_ovn(o: dict | None) -> list[str]:
              "|---|---|---|---|---|"]
     for n in sorted(o["sizes"], key=int):
         v = o["sizes"][n]
+        if "not_programmed" in v:
+            why = "; ".join(f"{site}: {x['programmed']:,} of {x['of']:,} Programmed, its chassis at nb_cfg "
+                            f"{x['hv_cfg']:,} of {x['nb_cfg']:,}, ovs-vswitchd refused "
+                            + ", ".join(f"{role} {sum(k.values())}" for role, k in x["vswitchd_refused"].items())
+                            + " OpenFlow bundle(s)" for site, x in v["not_programmed"].items())
+            lines.append(f"| {int(n):,} | not Programmed in time ({why}) | – | – | – |")
+            continue
         ttt, fa = v["time_to_traffic"], v["first_attachment"]
         lines.append(f"| {int(n):,} | {_f(v['built_s'])} | {_f(ttt.get('p50_ms'))} / {_f(ttt.get('p99_ms'))} "
                      f"({ttt['n']}, {ttt['missed']}) | {_f(fa['keyed'].get('p50_ms'))} / "

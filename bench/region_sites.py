@@ -301,9 +301,3 @@ def partition(region: SimulatedRegion, p: Plan, watch: dict, k: int) -> dict:
             "bytes": crossed, "full_copies": resyncs, "load": load}
 
 
-def run(regions: list[dict], interval: str = "1s") -> dict:
-    """Every region of ``regions`` (the arguments of ``run_region``), one after the other."""
-    out = {"regions": []}
-    for r in regions:
-        out["regions"].append(run_region(interval=interval, **r))
-    return out
