@@ -24,7 +24,7 @@ from netpeer.config import Config
 from netpeer.core.dataplane import WAITS_FOR_DATAPLANE, Stamp
 from netpeer.errors import InvalidArgument
 from netpeer.service.memory import MemoryDataplane
-from netpeer.store.base import Store, is_url, iter_all_networks
+from netpeer.store.base import Store, is_url
 
 #: netpeerd's dataplanes (``netpeer serve --dataplane``).
 DATAPLANES = ("ovn", "memory")
@@ -76,7 +76,7 @@ def fill(store: Store, dataplane: MemoryDataplane) -> int:
     The number of networks."""
     from netpeer.service.writes import desired_states
     with store.read() as tx:
-        desired = desired_states(tx, [n.uid for n in iter_all_networks(tx)])
+        desired = desired_states(tx, tx.network_uids())
         stamp = Stamp(store.store_id, tx.generation()) if desired else None
         # Pairs still waiting for the chassis wait for sequence numbers of the
         # dataplane that ran before: this one goes on from the newest of them.
