@@ -235,9 +235,14 @@ def _md_ovn(o: dict | None) -> list[str]:
              "|---|---|---|---|---|"]
     for n in sorted(o["sizes"], key=int):
         v = o["sizes"][n]
+        if "error" in v:
+            lines.append(f"| {int(n):,} | failed: {v['error']} | – | – | – |")
+            continue
         if "not_programmed" in v:
             why = "; ".join(f"{site}: {x['programmed']:,} of {x['of']:,} Programmed, its chassis at nb_cfg "
-                            f"{x['hv_cfg']:,} of {x['nb_cfg']:,}, ovs-vswitchd refused "
+                            + (f"{x['hv_cfg']:,} of {x['nb_cfg']:,}" if x["nb_cfg"] is not None
+                               else "unknown (its NB did not answer)")
+                            + ", ovs-vswitchd refused "
                             + ", ".join(f"{role} {sum(k.values())}" for role, k in x["vswitchd_refused"].items())
                             + " OpenFlow bundle(s)" for site, x in v["not_programmed"].items())
             lines.append(f"| {int(n):,} | not Programmed in time ({why}) | – | – | – |")

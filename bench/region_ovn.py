@@ -113,7 +113,11 @@ def _behind(multi, site: str, pairs, watch: Programmed) -> dict:
     chassis are behind its NB (nb_cfg, hv_cfg), and how often each chassis's
     ovs-vswitchd refused an OpenFlow bundle of ovn-controller's (its log)."""
     central = multi.sites.central[site]
-    nb_cfg, hv_cfg = (int(x) for x in central.nbctl("get", "NB_Global", ".", "nb_cfg", "hv_cfg").split())
+    try:
+        nb_cfg, hv_cfg = (int(x) for x in central.nbctl("get", "NB_Global", ".", "nb_cfg", "hv_cfg").split())
+    except Exception as exc:   # the NB itself may not answer
+        nb_cfg = hv_cfg = None
+        log(f"region: {site}'s NB does not answer: {exc}")
     refused = {}
     for role, chassis in multi.sites.chassis[site].items():
         log_file = Path(chassis.state_dir) / "ovs-vswitchd.log"
@@ -127,80 +131,39 @@ def _behind(multi, site: str, pairs, watch: Programmed) -> dict:
 
 def run(loads: list[int], ttt_samples: int, attach_samples: int, build_timeout: float = 600.0) -> dict:
     """The two-site stack brought up, loaded step by step to each size of
-    ``loads`` (Bound cross-site pairs), measured at each; stopped by pid."""
+    ``loads`` (Bound cross-site pairs), measured at each; stopped by pid. A
+    size that fails is recorded with why, and larger ones are not tried."""
     multi, took = sites_bench._start(ha=False)
     out: dict = {"bring_up_s": round(took, 2), "load_start": load_average(), "sizes": {}}
-    t = sites_bench._Tenants(multi)
-    keys = {s: KeyWatch(multi.stacks[s].ovn.nb_remote) for s in ("east", "west")}
-    tokens = {s: multi.stacks[s].admin_token() for s in ("east", "west")}
-    watch = {s: Programmed(multi.stacks[s].endpoint, ["bulk", "fa"], tokens[s]) for s in ("east", "west")}
+    t, keys, watch = None, {}, {}
     try:
+        t = sites_bench._Tenants(multi)
+        keys = {s: KeyWatch(multi.stacks[s].ovn.nb_remote) for s in ("east", "west")}
+        tokens = {s: multi.stacks[s].admin_token() for s in ("east", "west")}
+        watch = {s: Programmed(multi.stacks[s].endpoint, ["bulk", "fa"], tokens[s]) for s in ("east", "west")}
         a = t.network("east", "r-a", "net", "10.1.0.0/24")
         b = t.network("west", "r-b", "net", "10.2.0.0/24")
-        va, vb = t.vm("east", a, "vm-a"), t.vm("west", b, "vm-b")
+        vms = t.vm("east", a, "vm-a"), t.vm("west", b, "vm-b")
         t.consent("east", "r-a", "net", "to-b", "west", "r-b", "net")
         # Once untimed: west's network gets its port on the link (its first attachment), kept from then on.
         t0 = time.monotonic()
         t.consent("west", "r-b", "net", "to-a", "east", "r-a", "net")
-        out["first_ping_of_the_instances_s"] = sites_bench._first_ping(vb.netns, va.address(4), t0, timeout=60)
+        out["first_ping_of_the_instances_s"] = sites_bench._first_ping(vms[1].netns, vms[0].address(4), t0,
+                                                                       timeout=60)
         t.withdraw("west", "r-b", "net", "to-a")
-        sites_bench._until_silent(vb.netns, va.address(4))
-        made, fresh = 0, 0
+        sites_bench._until_silent(vms[1].netns, vms[0].address(4))
+        made = 0
         for target in loads:
-            log(f"region: real OVN-IC, {target} Bound cross-site pairs")
-            t0 = time.monotonic()
-            new = list(range(made, target))
-            for site, other in (("east", "west"), ("west", "east")):
-                for i in new:
-                    t.clients[site].create_network("bulk", f"n{i}", [subnet(2 * i + (site == "west"))])
-                for start in range(0, len(new), 1000):
-                    t.clients[site].create_peerings([
-                        {"namespace": "bulk", "network": f"n{i}", "name": "p", "remote_site": other,
-                         "remote_namespace": "bulk", "remote_network": f"n{i}"} for i in new[start:start + 1000]])
-            pairs = [("bulk", f"n{i}", "p") for i in range(target)]
             r = out["sizes"][str(target)] = {"load": load_average()}
-            late = [site for site in ("east", "west") if watch[site].wait_programmed(pairs, build_timeout) is None]
-            if late:
-                # Measured, not judged: what the chassis did instead is the figure; larger sizes are not tried.
-                r["not_programmed"] = {site: _behind(multi, site, pairs, watch[site]) for site in late}
-                r["built_s"] = None
-                log(f"region: {target} pairs not Programmed within {build_timeout:.0f} s: {r['not_programmed']}")
+            try:
+                if not _size(multi, t, keys, watch, vms, made, target, r, ttt_samples, attach_samples,
+                             build_timeout):
+                    break
+            except Exception as exc:   # recorded, not raised: the sizes before it stand
+                r["error"] = f"{type(exc).__name__}: {exc}"[:500]
+                log(f"region: real OVN-IC at {target} pairs failed: {r['error']}")
                 break
             made = target
-            r["built_s"] = round(time.monotonic() - t0, 1)
-            log(f"region: {target} pairs Bound and Programmed on both sides after {r['built_s']} s")
-
-            cross, missed = [], 0
-            for _ in range(ttt_samples):
-                t0 = time.monotonic()
-                t.consent("west", "r-b", "net", "to-a", "east", "r-a", "net")
-                took = sites_bench._first_ping(vb.netns, va.address(4), t0)
-                cross.append(took) if took is not None else None
-                missed += took is None
-                t.withdraw("west", "r-b", "net", "to-a")
-                sites_bench._until_silent(vb.netns, va.address(4))
-            r["time_to_traffic"] = dict(figures(cross), missed=missed)
-
-            keyed, programmed = [], []
-            for _ in range(attach_samples):
-                i = fresh
-                fresh += 1
-                east = t.clients["east"].create_network("fa", f"e{i}", [subnet(1_000_000 + 2 * i)])
-                west = t.clients["west"].create_network("fa", f"w{i}", [subnet(1_000_001 + 2 * i)])
-                t.consent("east", "fa", f"e{i}", "p", "west", "fa", f"w{i}")
-                # East's port keyed first: west's first attachment is what is timed.
-                if keys["east"].wait(names.transit_switch_port("east", "west", east["uid"])) is None:
-                    raise RuntimeError(f"east's port of fa/e{i} got no key within 60 s")
-                t0 = time.monotonic()
-                t.consent("west", "fa", f"w{i}", "p", "east", "fa", f"e{i}")
-                k = keys["west"].wait(names.transit_switch_port("west", "east", west["uid"]))
-                done = [watch["east"].wait_programmed([("fa", f"e{i}", "p")], 60),
-                        watch["west"].wait_programmed([("fa", f"w{i}", "p")], 60)]
-                if k is None or None in done:
-                    raise RuntimeError(f"the first attachment of fa/w{i} was not keyed and Programmed within 60 s")
-                keyed.append(k - t0)
-                programmed.append(max(done) - t0)
-            r["first_attachment"] = {"keyed": figures(keyed), "programmed": figures(programmed)}
         out["load_end"] = load_average()
         return out
     finally:
@@ -208,5 +171,64 @@ def run(loads: list[int], ttt_samples: int, attach_samples: int, build_timeout: 
             w.close()
         for k in keys.values():
             k.close()
-        t.close()
+        if t is not None:
+            t.close()
         out["teardown_s"] = round(sites_bench._stop(multi), 2)
+
+
+def _size(multi, t, keys, watch, vms, made: int, target: int, r: dict, ttt_samples: int, attach_samples: int,
+          build_timeout: float) -> bool:
+    """Brings the Bound cross-site pairs from ``made`` to ``target`` and
+    measures there, into ``r``; False if they were not Programmed in time."""
+    va, vb = vms
+    log(f"region: real OVN-IC, {target} Bound cross-site pairs")
+    t0 = time.monotonic()
+    new = list(range(made, target))
+    for site, other in (("east", "west"), ("west", "east")):
+        for i in new:
+            t.clients[site].create_network("bulk", f"n{i}", [subnet(2 * i + (site == "west"))])
+        for start in range(0, len(new), 1000):
+            t.clients[site].create_peerings([
+                {"namespace": "bulk", "network": f"n{i}", "name": "p", "remote_site": other,
+                 "remote_namespace": "bulk", "remote_network": f"n{i}"} for i in new[start:start + 1000]])
+    pairs = [("bulk", f"n{i}", "p") for i in range(target)]
+    late = [site for site in ("east", "west") if watch[site].wait_programmed(pairs, build_timeout) is None]
+    if late:
+        # Measured, not judged: what the chassis did instead is the figure.
+        r["not_programmed"] = {site: _behind(multi, site, pairs, watch[site]) for site in late}
+        r["built_s"] = None
+        log(f"region: {target} pairs not Programmed within {build_timeout:.0f} s: {r['not_programmed']}")
+        return False
+    r["built_s"] = round(time.monotonic() - t0, 1)
+    log(f"region: {target} pairs Bound and Programmed on both sides after {r['built_s']} s")
+
+    cross, missed = [], 0
+    for _ in range(ttt_samples):
+        t0 = time.monotonic()
+        t.consent("west", "r-b", "net", "to-a", "east", "r-a", "net")
+        took = sites_bench._first_ping(vb.netns, va.address(4), t0)
+        cross.append(took) if took is not None else None
+        missed += took is None
+        t.withdraw("west", "r-b", "net", "to-a")
+        sites_bench._until_silent(vb.netns, va.address(4))
+    r["time_to_traffic"] = dict(figures(cross), missed=missed)
+
+    keyed, programmed = [], []
+    for i in range(made, made + attach_samples):
+        east = t.clients["east"].create_network("fa", f"e{i}", [subnet(1_000_000 + 2 * i)])
+        west = t.clients["west"].create_network("fa", f"w{i}", [subnet(1_000_001 + 2 * i)])
+        t.consent("east", "fa", f"e{i}", "p", "west", "fa", f"w{i}")
+        # East's port keyed first: west's first attachment is what is timed.
+        if keys["east"].wait(names.transit_switch_port("east", "west", east["uid"])) is None:
+            raise RuntimeError(f"east's port of fa/e{i} got no key within 60 s")
+        t0 = time.monotonic()
+        t.consent("west", "fa", f"w{i}", "p", "east", "fa", f"e{i}")
+        k = keys["west"].wait(names.transit_switch_port("west", "east", west["uid"]))
+        done = [watch["east"].wait_programmed([("fa", f"e{i}", "p")], 60),
+                watch["west"].wait_programmed([("fa", f"w{i}", "p")], 60)]
+        if k is None or None in done:
+            raise RuntimeError(f"the first attachment of fa/w{i} was not keyed and Programmed within 60 s")
+        keyed.append(k - t0)
+        programmed.append(max(done) - t0)
+    r["first_attachment"] = {"keyed": figures(keyed), "programmed": figures(programmed)}
+    return True

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 
 from bench.deploy import ROOT, load_average, rss_kib
+from bench.region_probe import _figures as figures
 from bench.scale import cpu_seconds, log
 from netpeer.api.client import Client
 from netpeer_dev.simulated import ADMIN_TOKEN, SimulatedRegion
@@ -39,15 +39,6 @@ from netpeer_dev.simulated import ADMIN_TOKEN, SimulatedRegion
 #: The last commit whose sites exchanged whole sides (SiteService.Exchange):
 #: "before". Pinned, so the comparison means the same after this branch is merged.
 BEFORE = "458cd908d8b1abf4c1ec903d5aa1ff81ba7d47e1"
-
-
-def figures(xs: list[float]) -> dict:
-    if not xs:
-        return {"n": 0}
-    v = sorted(xs)
-    return {"n": len(v), "p50_ms": round(statistics.median(v) * 1000, 2),
-            "p99_ms": round(v[min(len(v) - 1, int(0.99 * len(v)))] * 1000, 2), "max_ms": round(v[-1] * 1000, 2),
-            "samples_ms": [round(x * 1000, 2) for x in v]}
 
 
 # ---------------------------------------------------------------- in-process, before and after
@@ -175,6 +166,7 @@ def through_netpeerds(sizes: list[int], samples: int, interval: str = "1s", idle
             out["sizes"][str(n)]["start_s"] = round(time.monotonic() - t0, 1)
         for region in regions.values():
             region.wait_linked()   # no sample while a link still backs off from the start
+            region.wait_sweeps(3)  # nor while the first sweeps compare every network
         ctx = {}
         for n, region in regions.items():
             east = Watcher(region["east"].config.listen, sorted({ns("a", n + k) for k in range(samples)}))

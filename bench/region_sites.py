@@ -224,6 +224,8 @@ def run_region(sites: int, networks: int, pairs: int, samples: int, ks: list[int
         out["converged_after_start_s"] = round(time.monotonic() - t0, 1)
         log(f"region: every pair Bound {out['converged_after_start_s']} s after the start")
         region.wait_linked(timeout=600)
+        region.wait_sweeps(3, timeout=600)
+        time.sleep(30)   # what the start left to do (the first round of the slow pass) is done
 
         for n in p.names:
             watchers.append(Watcher(region[n].config.listen, ["smp", "part"]))

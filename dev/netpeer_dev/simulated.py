@@ -168,6 +168,12 @@ class SimulatedRegion:
                 raise RuntimeError(f"links not settled within {timeout:.0f} s: {', '.join(waiting[:10])}")
             time.sleep(0.1)
 
+    def wait_sweeps(self, count: int, timeout: float = 120.0) -> None:
+        """Until every site's netpeerd has completed ``count`` sweeps (the
+        first compares every network)."""
+        for site in self.sites.values():
+            site.process.wait_sweep(count - 1, timeout)
+
     def stop(self) -> None:
         """Every netpeerd stopped by its pid, the relay ended."""
         errors = []
