@@ -60,8 +60,10 @@ QUICK = {
     "sites": {"ttt_samples": 2, "kills": 2, "bringups": 1},
     "region": {"pairs": {"sizes": [20, 60], "samples": {20: 10, 60: 10}, "before_samples": {20: 5, 60: 5},
                          "budget_s": 20, "idle": 10, "idle_budget_s": 5, "daemon_samples": 10, "idle_window_s": 3},
-               "regions": [{"sites": 4, "networks": 40, "pairs": 4, "samples": 2, "ks": [2, 5], "cut": 1},
-                           {"sites": 6, "networks": 60, "pairs": 6, "samples": 1, "ks": [2, 5], "cut": 2}],
+               "regions": [{"sites": 4, "networks": 40, "pairs": 4, "samples": 2, "ks": [2, 5], "cut": 1,
+                            "settle_s": 0},
+                           {"sites": 6, "networks": 60, "pairs": 6, "samples": 1, "ks": [2, 5], "cut": 2,
+                            "settle_s": 0}],
                "ovn": {"loads": [2, 6], "ttt_samples": 2, "attach_samples": 2}},
 }
 

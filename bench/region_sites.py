@@ -193,7 +193,7 @@ def _wait(what: str, fn, timeout: float, poll: float = 0.05):
 
 
 def run_region(sites: int, networks: int, pairs: int, samples: int, ks: list[int], cut: int,
-               interval: str = "1s", workers: int = 2) -> dict:
+               interval: str = "1s", workers: int = 2, settle_s: float = 30.0) -> dict:
     """One region, from nothing to stopped (every netpeerd by pid, every directory removed)."""
     p = plan(sites, networks, pairs, samples, ks, cut)
     root = Path(tempfile.mkdtemp(prefix="np-rg-", dir="/tmp"))
@@ -225,7 +225,7 @@ def run_region(sites: int, networks: int, pairs: int, samples: int, ks: list[int
         log(f"region: every pair Bound {out['converged_after_start_s']} s after the start")
         region.wait_linked(timeout=600)
         region.wait_sweeps(3, timeout=600)
-        time.sleep(30)   # what the start left to do (the first round of the slow pass) is done
+        time.sleep(settle_s)   # what the start left to do (the first round of the slow pass) is done
 
         for n in p.names:
             watchers.append(Watcher(region[n].config.listen, ["smp", "part"]))
