@@ -9,6 +9,14 @@ With a PostgreSQL store, several netpeerd processes (replicas) serve the
 same store and OVN: each serves reads and writes (writes serialize on the
 store's write lock), and the sweeps and the Programmer run on the one that
 holds the sweeper lease (``netpeer.service.leader``).
+
+With ``--dataplane memory`` (``netpeer.simulation``) netpeerd programs an
+in-memory dataplane instead of OVN: a simulation and test mode, refused
+when the configuration looks like production.
+
+One module of this size: start, reload, the lease and stop share the
+daemon's state; what is not that state lives elsewhere
+(``netpeer.simulation``, ``netpeer.service``).
 """
 
 from __future__ import annotations
@@ -59,14 +67,16 @@ class Daemon:
     the reconciler's sweep thread. ``serve`` runs one until a signal; tests
     start one in-process (``service_factory`` lets them wrap the Service)."""
 
-    def __init__(self, config: Config, service_factory=None, workers: int = 16, mode: Mode = Mode.CHECK):
+    def __init__(self, config: Config, service_factory=None, workers: int = 16, mode: Mode = Mode.CHECK,
+                 dataplane: str = "ovn"):
+        from netpeer import simulation
         from netpeer.api.server import Limits, Server
         from netpeer.listen import check_listen
-        from netpeer.ovn.backend import OvnBackend
         from netpeer.service import Service
         from netpeer.service.leader import Solo, replica_name
         from netpeer.store.base import is_url, open_store
 
+        simulation.check(config, dataplane)   # before anything is opened
         if (config.tls_cert is None) != (config.tls_key is None):
             raise InvalidArgument.for_field("tls", "cert/key", "needs both [tls] cert and [tls] key")
         check_listen(config.listen, tls=config.tls_cert is not None)   # before anything is opened
@@ -89,9 +99,16 @@ class Daemon:
             self.store.claim_owner(config.owner)
             self.leadership = PgLease(config.store, replica_name(config.listen),
                                       config.leader_lease.total_seconds())
-        # The start-up check reads OVN's stamp before the replica is asked for (``stamp_first``).
-        self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
-                                  site=_site_context(config), stamp_first=True)
+        if dataplane == "memory":
+            LOG.warning("%s", simulation.WARNING)
+            from netpeer.service.memory import MemoryDataplane
+            self.backend = MemoryDataplane(track_changes=True)
+            simulation.fill(self.store, self.backend)
+        else:
+            from netpeer.ovn.backend import OvnBackend
+            # The start-up check reads OVN's stamp before the replica is asked for (``stamp_first``).
+            self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
+                                      site=_site_context(config), stamp_first=True)
         self.service = (service_factory or Service)(self.store, self.backend, owner=config.owner)
         self.site_server = self.site_transport = None
         if config.site:
@@ -103,9 +120,10 @@ class Daemon:
         self.service.leadership = self.leadership
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
         self.service.reconciler.full_pass = config.full_sweep_interval.total_seconds()
-        # A transit switch port got its key across sites: the rest of its
-        # attachment waits for that (netpeer.ovn.ic_rows), so sweep now.
-        self.backend.changes.on_keyed = lambda: self.service.reconciler.sweep_soon((0.0,))
+        if self.backend.kind == "ovn":
+            # A transit switch port got its key across sites: the rest of its
+            # attachment waits for that (netpeer.ovn.ic_rows), so sweep now.
+            self.backend.changes.on_keyed = lambda: self.service.reconciler.sweep_soon((0.0,))
         self.metrics, self.metrics_server = NONE, None
         if config.metrics_listen:
             from netpeer.observe.metrics import Metrics
@@ -201,7 +219,8 @@ class Daemon:
             self.site_transport.reconfigure(files.endpoints, files.secrets, files.cas, cert=files.cert,
                                             key=files.key)
             self.site_server.set_secrets(files.secrets)
-            self.backend.site = _site_context(new)
+            if self.backend.kind == "ovn":
+                self.backend.site = _site_context(new)
             added, removed = self.service.sites.reconfigure(
                 {link.name: ic_rows.capacity(link.transit_ipv4) for link in new.sites})
             self.config = dataclasses.replace(old, sites=new.sites, site_cert=applied.site_cert,
@@ -350,9 +369,10 @@ class Daemon:
         if self.config.metrics_listen:
             self.metrics_server = self.metrics.serve(self.config.metrics_listen, **self._metrics_endpoint)
             LOG.info("metrics on %s", _metrics_url(self.config))
-        LOG.info("netpeerd listening on %s%s (OVN NB %s, store %s)", self.config.listen,
+        LOG.info("netpeerd listening on %s%s (%s, store %s)", self.config.listen,
                  f" port {self.port}" if self.port and not self.config.listen.startswith("unix:") else "",
-                 self.config.ovn_nb, self.config.store)
+                 f"OVN NB {self.config.ovn_nb}" if self.backend.kind == "ovn" else "dataplane in memory: a simulation",
+                 self.config.store)
         self._sweeper.start()
         if self._programmer is not None:
             self._programmer.start()
@@ -412,12 +432,20 @@ def _metrics_url(config: Config) -> str:
     return f"http{'s' if config.metrics_tls else ''}://{config.metrics_listen}/metrics"
 
 
-def serve(config: Config, mode: Mode = Mode.CHECK, path=None) -> int:
+def serve(config: Config, mode: Mode = Mode.CHECK, path=None, dataplane: str = "ovn") -> int:
     """Runs netpeerd until SIGTERM/SIGINT; SIGHUP reloads ``path``
-    (``Daemon.reload``). Returns an exit code."""
+    (``Daemon.reload``). Returns an exit code; ``EXIT_REFUSED`` with one
+    line on stderr, nothing started, for a dataplane this configuration may
+    not run (``netpeer.simulation``)."""
+    from netpeer import simulation
+    try:
+        simulation.check(config, dataplane)
+    except InvalidArgument as exc:
+        sys.stderr.write(f"netpeerd: {exc.message}\n")
+        return EXIT_REFUSED
     gc.set_threshold(*GC_THRESHOLDS)
     logs.configure(config.log_level, config.log_format)
-    daemon = Daemon(config, mode=mode)
+    daemon = Daemon(config, mode=mode, dataplane=dataplane)
     # Once the replica is whole, what netpeerd holds from its start (the
     # replica is most of it) is left out of every later collection: a full
     # collection walked all of it, 1-3 s of CPU at 10,000 networks with every

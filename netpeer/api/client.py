@@ -263,7 +263,8 @@ class Client:
 
         def report(r):
             return {"expired": r.expired, "repaired_rows": r.repaired_rows, "errors": r.errors}
-        return {"version": s.version, "dataplane_connected": s.dataplane_connected, "sweeps": s.sweeps,
+        return {"version": s.version, "dataplane": s.dataplane, "dataplane_connected": s.dataplane_connected,
+                "sweeps": s.sweeps,
                 "last_sweep": report(s.last_sweep) if s.HasField("last_sweep") else None,
                 "last_sweep_start_time": _time(s, "last_sweep_start_time"),
                 "last_sweep_end_time": _time(s, "last_sweep_end_time"),

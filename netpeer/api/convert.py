@@ -187,7 +187,7 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
     sweeps = status.sweeps
     out = pb.ServerStatus(version=status.version, dataplane_connected=status.dataplane_connected,
                           sweeps=sweeps.sweeps, sweep_totals=report(sweeps.totals), replica=status.replica,
-                          leader=status.leader)
+                          leader=status.leader, dataplane=status.dataplane)
     if sweeps.last is not None:
         out.last_sweep.CopyFrom(report(sweeps.last))
         out.last_sweep_start_time.CopyFrom(ts(sweeps.last_started))

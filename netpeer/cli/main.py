@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the store was lost or is older than OVN: rebuild it from OVN's rows of netpeer")
     how.add_argument("--accept-rollback", action="store_true",
                      help="the store is older than OVN on purpose: make OVN match it (deletes what it does not know)")
+    sv.add_argument("--dataplane", default="ovn", metavar="{ovn,memory}",
+                    help="what netpeerd programs: ovn (default), or memory: a simulation and test mode without "
+                         "traffic, refused with a configuration that looks like production (README: Simulation)")
 
     db = sub.add_parser("db", help="the store").add_subparsers(dest="action", required=True, parser_class=_Parser)
     up = db.add_parser("upgrade", parents=[g], help="apply the store's schema migrations, then exit")
@@ -275,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
         from netpeer.daemon import serve
         from netpeer.service.epoch import Mode
         mode = Mode.ADOPT if args.adopt_ovn else Mode.ACCEPT_ROLLBACK if args.accept_rollback else Mode.CHECK
-        return serve(Config.load(args.config), mode, path=args.config)
+        return serve(Config.load(args.config), mode, path=args.config, dataplane=args.dataplane)
     if cmd == "db":
         from netpeer.config import Config
         from netpeer.store.base import open_store

@@ -97,11 +97,16 @@ def status_detail(s: dict) -> str:
         return f"{r['expired']} expired, {r['repaired_rows']} OVN rows repaired, {r['errors']} errors"
     return "\n".join([
         f"version:     {s['version']}",
-        f"dataplane:   {'connected' if s['dataplane_connected'] else 'UNREACHABLE'}",
+        f"dataplane:   {_dataplane(s.get('dataplane', ''))}{'connected' if s['dataplane_connected'] else 'UNREACHABLE'}",
         f"sweeps:      {s['sweeps']} since start",
         f"last sweep:  {report(s['last_sweep'])}"
         + (f" ({s['last_sweep_start_time']} .. {s['last_sweep_end_time']})" if s["last_sweep"] else ""),
         f"all sweeps:  {report(s['sweep_totals'])}"] + _replica(s) + _sites(s))
+
+
+def _dataplane(kind: str) -> str:
+    """What netpeerd programs, before its state: the simulation says so."""
+    return {"": "", "memory": "memory (simulation: no traffic), "}.get(kind, f"{kind}, ")
 
 
 def _replica(s: dict) -> list[str]:

@@ -48,6 +48,7 @@ class ServerStatus:
     links: tuple = ()     # netpeer.service.sites.LinkStatus, one per other site
     replica: str = ""      # this process, as the sweeper lease names it
     leader: str = ""       # the replica that runs the sweeps ("" while none does)
+    dataplane: str = ""    # what it programs: "ovn", "memory" (Dataplane.kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +269,8 @@ class Service:
             links = [dataclasses.replace(x, slots_used=use.get(x.site, (0, ()))[0],
                                          top_namespaces=use.get(x.site, (0, ()))[1]) for x in links]
         return ServerStatus(__version__, self.dataplane.connected, sweeps, self.sites.here,
-                            tuple(links), self.leadership.name, self.leadership.leader())
+                            tuple(links), self.leadership.name, self.leadership.leader(),
+                            self.dataplane.kind)
 
     def record_sweeps(self, status: SweepStatus) -> None:
         """On the replica that sweeps: its sweeps' status, for the others."""

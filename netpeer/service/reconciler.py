@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 from netpeer.core.consent import ONE_SITE
 from netpeer.core.dataplane import Dataplane
 from netpeer.observe.metrics import NONE
-from netpeer.store.base import Store, Transaction, iter_all_networks
+from netpeer.store.base import Store, Transaction
 from netpeer.service import effects, slots
 from netpeer.service.writes import WriteQueue, desired_states, mark_pairs
 
@@ -150,13 +150,15 @@ class Reconciler:
         its recreation. Returns (rows removed, errors)."""
         self._blocked = ""
         try:
+            # The uids alone: reading every network whole cost 1.3 s at
+            # 10,000 networks, in every sweep after a write.
             with self.store.read() as tx:
-                keep = [n.uid for n in iter_all_networks(tx)]
+                keep = tx.network_uids()
             strays, total = self.dataplane.count_strays(keep)
             if not strays:
                 return 0, 0
             with self.writes.lock, self.store.exclusive() as tx:
-                keep = [n.uid for n in iter_all_networks(tx)]
+                keep = tx.network_uids()
                 strays, total = self.dataplane.count_strays(keep)
                 if self._holds_back(tx, strays, total):
                     return 0, 1
@@ -216,7 +218,7 @@ class Reconciler:
         strays = bool(changed)
         if not self._round:
             with self.store.read() as tx:
-                self._round = sorted((n.uid for n in iter_all_networks(tx)), reverse=True)
+                self._round = sorted(tx.network_uids(), reverse=True)
             self._round_slice = max(1, math.ceil(len(self._round) * self.interval / self.full_pass))
             strays, self._just_full = strays or not self._just_full, False
         for _ in range(min(self._round_slice, len(self._round))):
@@ -248,7 +250,7 @@ class Reconciler:
         if uids is None:
             try:
                 with self.store.read() as tx:
-                    uids = [n.uid for n in iter_all_networks(tx)]
+                    uids = sorted(tx.network_uids())
             except Exception as exc:   # a store that went away (PostgreSQL restarting): the next sweep, in full
                 LOG.error("repair sweep: cannot read the store: %s", exc)
                 self._full_due = True

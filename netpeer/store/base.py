@@ -27,6 +27,9 @@ class Transaction(abc.ABC):
     def list_networks(self, namespace: str | None, after: str = "", limit: int | None = None) -> list[Network]:
         """Networks of one namespace (all if None) ordered by name, after ``after``."""
     @abc.abstractmethod
+    def network_uids(self) -> list[str]:
+        """The uid of every network, unordered (no row read beyond it)."""
+    @abc.abstractmethod
     def put_network(self, network: Network) -> None: ...
     @abc.abstractmethod
     def delete_network(self, key: NetworkKey) -> None: ...

@@ -66,6 +66,20 @@ _SITE_LOG = (
     "ALTER TABLE remote_halves ADD COLUMN hash TEXT NOT NULL DEFAULT ''",
 )
 
+# A link's released slots below its highest taken one (``sites_sql.attach``):
+# the lowest free slot is then two index look-ups, not a read of every slot.
+# A store from before gets the gaps it has.
+_FREE_SLOTS = (
+    """CREATE TABLE IF NOT EXISTS attachment_free (
+        site TEXT NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (site, idx))""",
+    """WITH RECURSIVE slots (site, idx, top) AS (
+        SELECT site, 0, MAX(idx) FROM attachments GROUP BY site
+        UNION ALL SELECT site, idx + 1, top FROM slots WHERE idx + 1 < top)
+       INSERT INTO attachment_free (site, idx)
+       SELECT site, idx FROM slots s WHERE s.idx < s.top
+       AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.site = s.site AND a.idx = s.idx)""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "networks, peerings, tokens", sqlite=(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -222,6 +236,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration(7, "sites: changes told item by item; each link's numbering and digests", sqlite=_SITE_LOG,
               postgresql=_SITE_LOG),
+    Migration(8, "sites: a link's free slots", sqlite=_FREE_SLOTS, postgresql=_FREE_SLOTS),
 )
 
 LATEST = MIGRATIONS[-1].version

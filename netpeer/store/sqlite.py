@@ -317,6 +317,9 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         row = self._one(f"SELECT {_NET_COLS} FROM networks WHERE uid=?", (uid,))
         return _network(row) if row else None
 
+    def network_uids(self) -> list[str]:
+        return [r[0] for r in self._q("SELECT uid FROM networks")]
+
     def list_networks(self, namespace, after="", limit=None):
         sql = f"SELECT {_NET_COLS} FROM networks"
         args: list = []

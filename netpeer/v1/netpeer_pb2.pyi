@@ -394,7 +394,7 @@ class SweepReport(_message.Message):
     def __init__(self, expired: _Optional[int] = ..., repaired_rows: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class ServerStatus(_message.Message):
-    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals", "site", "sites", "replica", "leader")
+    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals", "site", "sites", "replica", "leader", "dataplane")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DATAPLANE_CONNECTED_FIELD_NUMBER: _ClassVar[int]
     SWEEPS_FIELD_NUMBER: _ClassVar[int]
@@ -406,6 +406,7 @@ class ServerStatus(_message.Message):
     SITES_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
+    DATAPLANE_FIELD_NUMBER: _ClassVar[int]
     version: str
     dataplane_connected: bool
     sweeps: int
@@ -417,7 +418,8 @@ class ServerStatus(_message.Message):
     sites: _containers.RepeatedCompositeFieldContainer[SiteLinkStatus]
     replica: str
     leader: str
-    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ..., site: _Optional[str] = ..., sites: _Optional[_Iterable[_Union[SiteLinkStatus, _Mapping]]] = ..., replica: _Optional[str] = ..., leader: _Optional[str] = ...) -> None: ...
+    dataplane: str
+    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ..., site: _Optional[str] = ..., sites: _Optional[_Iterable[_Union[SiteLinkStatus, _Mapping]]] = ..., replica: _Optional[str] = ..., leader: _Optional[str] = ..., dataplane: _Optional[str] = ...) -> None: ...
 
 class SiteLinkStatus(_message.Message):
     __slots__ = ("site", "reachable", "last_ok_time", "last_error", "exchanges", "failures", "capacity", "slots_used", "top_namespaces", "bytes_sent", "bytes_received", "resyncs_sent", "resyncs_received", "pending_changes", "diverged", "items_told", "items_held")
