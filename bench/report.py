@@ -62,6 +62,9 @@ def summarize(data: dict) -> dict:
     if "scale" in data:
         from bench import sizing
         s["sizing"] = sizing.summary(data["scale"])
+    if "region" in data:
+        from bench import region
+        s["region"] = region.summary(data["region"])
     s["targets"] = _targets(s)
     return s
 
@@ -145,6 +148,9 @@ def _targets(s: dict) -> dict:
     big = [k for k in s["memory"] if "/" not in k and int(k) >= 10000]
     if big:
         _netpeerd_targets(t, min(big, key=int), s["memory"][min(big, key=int)])
+    if s.get("region"):
+        from bench import region
+        t.update(region.targets(s["region"]))
     if s["pulumi"]:
         for face in sorted({v.get("face", "dynamic") for v in s["pulumi"].values()}):
             worst = max((v["overhead_pct"], k) for k, v in s["pulumi"].items() if v.get("face", "dynamic") == face)
@@ -195,11 +201,21 @@ def markdown(data: dict, s: dict) -> str:
     for name, t in s["targets"].items():
         unit = t.get("unit") or ("x" if "within" in name and "ms" not in name
                                  else ("%" if "overhead" in name else " ms"))
-        lines.append(f"| {name} | {_f(t['value'], 2)}{unit}{' (' + t['worst'] + ')' if 'worst' in t else ''} | "
-                     f"{'yes' if t['met'] else '**no**'} |")
+        lines.append(f"| {name} | {_f(t['value'], 2)}{unit}{' (' + t['worst'] + ')' if 'worst' in t else ''}"
+                     f"{_compared(t, unit)} | {'yes' if t['met'] else '**no**'} |")
     for section in SECTIONS:
         lines += section(data, s)
     return "\n".join(lines) + "\n"
+
+
+def _compared(t: dict, unit: str) -> str:
+    """A row's other measures of the same figure: in-process, and before the change."""
+    parts = [f"{label} {_f(t[key], 2)}{unit}" for key, label in (("in_process", "in-process"),
+                                                                 ("before", "before, in-process"))
+             if t.get(key) is not None]
+    if "before" in t and "in_process" not in t:
+        parts = [f"before {_f(t['before'], 2)}{unit}"]
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _md_bind(data: dict, s: dict) -> list[str]:
@@ -334,6 +350,13 @@ def _md_sites(data: dict, s: dict) -> list[str]:
     return ["", *sites_bench.markdown(data["sites"])]
 
 
+def _md_region(data: dict, s: dict) -> list[str]:
+    if "region" not in data:
+        return []
+    from bench import region
+    return ["", *region.markdown(data["region"])]
+
+
 def _md_linearizability(data: dict, s: dict) -> list[str]:
     if "linearizability" not in data:
         return []
@@ -364,7 +387,7 @@ def _md_cli(data: dict, s: dict) -> list[str]:
 
 #: The sections of results.md after the targets, in order.
 SECTIONS = [_md_bind, _md_traffic, _md_northd, _md_memory, _md_sizing, _md_bulk, _md_pulumi, _md_tofu,
-            _md_shapes, _md_sites, _md_cli, _md_linearizability]
+            _md_shapes, _md_sites, _md_region, _md_cli, _md_linearizability]
 
 
 # ------------------------------------------------------------------ plots
@@ -510,6 +533,13 @@ def _plot_shapes(plt, data: dict, s: dict):
     return fig
 
 
+def _plot_region(plt, data: dict, s: dict):
+    if "region" not in data:
+        return None
+    from bench import region
+    return region.plot(plt, data["region"])
+
+
 def _plot_sizing(plt, data: dict, s: dict):
     if not s.get("sizing"):
         return None
@@ -527,7 +557,7 @@ def _plot_sites(plt, data: dict, s: dict):
 #: (file name, drawing function) of every plot.
 PLOTS = [("bind_latency.png", _plot_bind), ("time_to_traffic.png", _plot_traffic), ("growth.png", _plot_growth),
          ("bulk.png", _plot_bulk), ("pulumi.png", _plot_pulumi), ("shapes.png", _plot_shapes),
-         ("sites.png", _plot_sites), ("sizing.png", _plot_sizing)]
+         ("sites.png", _plot_sites), ("sizing.png", _plot_sizing), ("region.png", _plot_region)]
 
 
 def write(data: dict, out: Path) -> None:

@@ -14,11 +14,17 @@ theirs with ``Config.write``).
     repair_max_delete_share = 0.25
     log_level = "INFO"
     log_format = "text"                  # or "json"
-    metrics_listen = "127.0.0.1:9464"    # Prometheus: http://127.0.0.1:9464/metrics
+    metrics_listen = "127.0.0.1:9464"    # Prometheus: http://127.0.0.1:9464/metrics (TLS unless loopback or unix)
+    attachment_grace = "60s"             # a network's unused slot on a site link is released after this
     [tls]
     cert = "..."  key = "..."  client_ca = "..."
+    [metrics]                            # optional: the endpoint's own cert and key (default: [tls]'s), and
+    cert = "..."  key = "..."            # bearer_token_file, or basic_auth_username + basic_auth_password_file
     [quotas]
     networks_per_namespace = 1000  peerings_per_network = 500  pending_peerings_per_namespace = 2000
+    site_attachments_per_namespace = 250
+    [limits]                             # per token (netpeer.service.budget)
+    validate_only_lock_share = 0.1  validate_only_burst = "2s"  conflict_disclosures_per_minute = 5
 
 Cross-site peering (docs/cross-site.md): the site this netpeerd serves,
 where the other sites' netpeerds reach it, and one table per other site:
@@ -44,8 +50,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from netpeer.core import validate
-from netpeer.core.models import Quotas
+from netpeer.core.models import Quotas, TokenLimits, WatchLimits
 from netpeer.errors import InvalidArgument
+from netpeer.listen import check_listen, host_port
 from netpeer.ovn.connection import parse_remotes
 from netpeer.store.base import is_url
 
@@ -83,8 +90,22 @@ class Config:
     tls_client_ca: Path | None = None
     log_level: str = "INFO"
     log_format: str = "text"          # or "json": one object per line, with request ids
-    metrics_listen: str | None = None  # host:port of the Prometheus endpoint (/metrics); None: off
+    metrics_listen: str | None = None  # host:port or unix:///path of the Prometheus endpoint (/metrics); None: off
+    #: [metrics]: the endpoint's certificate and key (default: [tls]'s), and
+    #: who may scrape: a bearer token, or a user name and password (basic).
+    metrics_cert: Path | None = None
+    metrics_key: Path | None = None
+    metrics_bearer_token_file: Path | None = None
+    metrics_basic_auth_username: str | None = None
+    metrics_basic_auth_password_file: Path | None = None
     quotas: Quotas = Quotas()
+    limits: TokenLimits = TokenLimits()
+    #: A network's slot on the link to another site (its transit port) is
+    #: released this long after its last half towards that site went
+    #: (docs/cross-site.md); a new half meanwhile keeps the same slot.
+    attachment_grace: timedelta = timedelta(seconds=60)
+    #: Watch streams per token (admin tokens apart) and in all.
+    watch: WatchLimits = WatchLimits()
     #: Replicas (PostgreSQL store): the sweeping replica renews a lease of this
     #: length; another one takes over at most this long after it died.
     leader_lease: timedelta = timedelta(seconds=3)
@@ -117,16 +138,32 @@ class Config:
             lines.append(f"metrics_listen = {q(self.metrics_listen)}")
         if self.leader_lease != timedelta(seconds=3):
             lines.append(f"leader_lease = {q(validate.format_duration(self.leader_lease))}")
+        if self.attachment_grace != Config.attachment_grace:
+            lines.append(f"attachment_grace = {q(validate.format_duration(self.attachment_grace))}")
         tls = [(k, v) for k, v in (("cert", self.tls_cert), ("key", self.tls_key),
                                    ("client_ca", self.tls_client_ca)) if v is not None]
         if tls:
             lines += ["[tls]"] + [f"{k} = {q(v)}" for k, v in tls]
+        metrics = [(f.name[len("metrics_"):], getattr(self, f.name)) for f in dataclasses.fields(self)
+                   if f.name.startswith("metrics_") and f.name != "metrics_listen"]
+        if any(v is not None for _, v in metrics):
+            lines += ["[metrics]"] + [f"{k} = {q(v)}" for k, v in metrics if v is not None]
         if self.site:
             lines.insert(0, f"site = {q(self.site)}")
             ic = [(k, v) for k, v in (("listen", self.site_listen), ("gateway_group", self.gateway_group),
                                       ("cert", self.site_cert), ("key", self.site_key), ("ca", self.site_ca)) if v]
             lines += ["[interconnect]"] + [f"{k} = {q(v)}" for k, v in ic]
-        lines += ["[quotas]"] + [f"{f.name} = {getattr(self.quotas, f.name)}" for f in dataclasses.fields(Quotas)]
+        # Settings at their defaults added since a release are left out, so an older netpeerd reads the file.
+        lines += ["[quotas]"] + [f"{f.name} = {getattr(self.quotas, f.name)}" for f in dataclasses.fields(Quotas)
+                                 if f.name != "site_attachments_per_namespace"
+                                 or getattr(self.quotas, f.name) != f.default]
+        if self.limits != TokenLimits():
+            lines += ["[limits]", f"validate_only_lock_share = {self.limits.validate_only_lock_share!r}",
+                      f"validate_only_burst = {q(validate.format_duration(self.limits.validate_only_burst))}",
+                      f"conflict_disclosures_per_minute = {self.limits.conflict_disclosures_per_minute}"]
+        if self.watch != WatchLimits():   # so an older netpeerd reads the default
+            lines += ["[watch]"] + [f"{f.name} = {getattr(self.watch, f.name)}"
+                                    for f in dataclasses.fields(WatchLimits)]
         for link in self.sites:
             lines += [f"[sites.{link.name}]", f"endpoint = {q(link.endpoint)}", f"secret_file = {q(link.secret_file)}",
                       f"transit_ipv4 = {q(link.transit_ipv4)}"]
@@ -164,7 +201,8 @@ class Config:
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
                      "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format",
-                     "metrics_listen", "quotas", "leader_lease", "site", "interconnect", "sites"}, "")
+                     "metrics_listen", "metrics", "quotas", "limits", "watch", "leader_lease", "attachment_grace",
+                     "site", "interconnect", "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
                 raise InvalidArgument.for_field(key, raw.get(key, ""), f"is required in {path}")
@@ -186,11 +224,7 @@ class Config:
         log_format = raw.get("log_format", "text")
         if log_format not in ("text", "json"):
             raise InvalidArgument.for_field("log_format", log_format, "must be text or json")
-        metrics = raw.get("metrics_listen")
-        if metrics is not None:
-            host, _, port = str(metrics).rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise InvalidArgument.for_field("metrics_listen", metrics, "must be HOST:PORT (like 127.0.0.1:9464)")
+        metrics = _metrics(raw, p)
         share = raw.get("repair_max_delete_share", 0.25)
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise InvalidArgument.for_field("repair_max_delete_share", share, "must be a number above 0 and at most 1")
@@ -204,10 +238,11 @@ class Config:
         if full < sweep:
             raise InvalidArgument.for_field("full_sweep_interval", raw.get("full_sweep_interval", "1h"),
                                             f"must be at least sweep_interval ({validate.format_duration(sweep)})")
+        grace = validate.ttl("attachment_grace", raw.get("attachment_grace", "60s"))
         lease = validate.ttl("leader_lease", raw.get("leader_lease", "3s"))
         if not timedelta(seconds=1) <= lease <= timedelta(minutes=5):
             raise InvalidArgument.for_field("leader_lease", raw.get("leader_lease"), "must be from 1s to 5m")
-        return cls(
+        config = cls(
             listen=listen, store=store, ovn_nb=raw["ovn_nb"], leader_lease=lease,
             admin_token_file=p(raw.get("admin_token_file"), "admin_token_file"),
             owner=validate.name("owner", raw.get("owner", "netpeer")),
@@ -216,8 +251,69 @@ class Config:
             repair_max_delete_share=float(share),
             tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
-            log_level=level, log_format=log_format, metrics_listen=metrics, quotas=_quotas(raw),
+            log_level=level, log_format=log_format, quotas=_quotas(raw), limits=_limits(raw),
+            watch=_counts(raw, "watch", WatchLimits, 1_000_000), attachment_grace=grace, **metrics,
             **_sites(raw, p))
+        config.check_metrics()
+        return config
+
+    def check_metrics(self) -> None:
+        """The metrics endpoint follows ``listen``'s rule: plaintext only on
+        loopback or a unix socket, TLS otherwise (``[metrics]`` cert and key,
+        or ``[tls]``'s); its settings make sense together. One line naming
+        the setting and its value when not."""
+        if self.metrics_listen is None:
+            named = [f.name for f in dataclasses.fields(self) if f.name.startswith("metrics_")
+                     and getattr(self, f.name) is not None]
+            if named:
+                raise InvalidArgument.for_field(named[0].replace("metrics_", "metrics.", 1),
+                                                str(getattr(self, named[0])), "needs metrics_listen")
+            return
+        if not self.metrics_listen.startswith("unix:"):
+            host_port("metrics_listen", self.metrics_listen)
+        if (self.metrics_cert is None) != (self.metrics_key is None):
+            raise InvalidArgument.for_field("metrics", "cert/key", "needs both [metrics] cert and [metrics] key")
+        if self.metrics_bearer_token_file is not None and (self.metrics_basic_auth_username is not None
+                                                           or self.metrics_basic_auth_password_file is not None):
+            raise InvalidArgument.for_field("metrics.bearer_token_file", str(self.metrics_bearer_token_file),
+                                            "cannot be combined with basic_auth_*: choose one way to authenticate")
+        if (self.metrics_basic_auth_username is None) != (self.metrics_basic_auth_password_file is None):
+            raise InvalidArgument.for_field("metrics", "basic_auth_username/basic_auth_password_file",
+                                            "needs both [metrics] basic_auth_username and basic_auth_password_file")
+        user = self.metrics_basic_auth_username
+        if user is not None and (not user or ":" in user or not user.isprintable()):
+            raise InvalidArgument.for_field("metrics.basic_auth_username", user,
+                                            "must be a printable name without ':'")
+        check_listen(self.metrics_listen, tls=self.metrics_tls is not None, field="metrics_listen",
+                     remedy="configure [metrics] cert and key, or [tls] cert and key")
+
+    @property
+    def metrics_tls(self) -> tuple[str, Path, Path] | None:
+        """(setting, cert, key) the metrics endpoint serves TLS with, if any."""
+        if self.metrics_cert is not None and self.metrics_key is not None:
+            return "metrics.cert", self.metrics_cert, self.metrics_key
+        if self.tls_cert is not None and self.tls_key is not None:
+            return "tls.cert", self.tls_cert, self.tls_key
+        return None
+
+
+def _metrics(raw: dict, p) -> dict:
+    """``metrics_listen`` and ``[metrics]`` as Config fields (checked by
+    ``Config.check_metrics`` once the Config is made)."""
+    listen = raw.get("metrics_listen")
+    if listen is not None and (not isinstance(listen, str) or not listen):
+        raise InvalidArgument.for_field("metrics_listen", listen, "must be HOST:PORT (like 127.0.0.1:9464) "
+                                        "or unix:///PATH")
+    if isinstance(listen, str) and listen.startswith("unix:") and not listen.startswith("unix:///"):
+        listen = "unix://" + str(p(listen[len("unix:"):], "metrics_listen"))
+    table = _table(raw, "metrics", {"cert", "key", "bearer_token_file", "basic_auth_username",
+                                    "basic_auth_password_file"})
+    user = table.get("basic_auth_username")
+    if user is not None and not isinstance(user, str):
+        raise InvalidArgument.for_field("metrics.basic_auth_username", user, "must be a string")
+    return {"metrics_listen": listen, "metrics_basic_auth_username": user,
+            **{f"metrics_{k}": p(table.get(k), f"metrics.{k}")
+               for k in ("cert", "key", "bearer_token_file", "basic_auth_password_file")}}
 
 
 def _check_url(url: str) -> None:
@@ -305,9 +401,30 @@ def _transit_block(field: str, value) -> "ipaddress.IPv4Network":
 
 
 def _quotas(raw: dict) -> Quotas:
-    names = {f.name for f in dataclasses.fields(Quotas)}
-    table = _table(raw, "quotas", names)
+    return _counts(raw, "quotas", Quotas, 10_000_000)
+
+
+def _counts(raw: dict, name: str, kind, most: int):
+    """A table of whole numbers from 1 to ``most`` (``[quotas]``, ``[watch]``) as ``kind``."""
+    table = _table(raw, name, {f.name for f in dataclasses.fields(kind)})
     for key, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000_000:
-            raise InvalidArgument.for_field(f"quotas.{key}", value, "must be a whole number from 1 to 10000000")
-    return Quotas(**table)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise InvalidArgument.for_field(f"{name}.{key}", value, f"must be a whole number from 1 to {most}")
+    return kind(**table)
+
+
+def _limits(raw: dict) -> TokenLimits:
+    table = _table(raw, "limits", {f.name for f in dataclasses.fields(TokenLimits)})
+    share = table.get("validate_only_lock_share", TokenLimits.validate_only_lock_share)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise InvalidArgument.for_field("limits.validate_only_lock_share", share, "must be a number above 0 and "
+                                        "at most 1 (seconds of validation per second)")
+    burst = validate.ttl("limits.validate_only_burst", table.get("validate_only_burst", "2s"))
+    if burst > timedelta(hours=1):
+        raise InvalidArgument.for_field("limits.validate_only_burst", table["validate_only_burst"],
+                                        "must be from 1s to 1h")
+    per_minute = table.get("conflict_disclosures_per_minute", TokenLimits.conflict_disclosures_per_minute)
+    if isinstance(per_minute, bool) or not isinstance(per_minute, int) or not 1 <= per_minute <= 10_000:
+        raise InvalidArgument.for_field("limits.conflict_disclosures_per_minute", per_minute,
+                                        "must be a whole number from 1 to 10000")
+    return TokenLimits(float(share), burst, per_minute)

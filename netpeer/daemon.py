@@ -9,10 +9,19 @@ With a PostgreSQL store, several netpeerd processes (replicas) serve the
 same store and OVN: each serves reads and writes (writes serialize on the
 store's write lock), and the sweeps and the Programmer run on the one that
 holds the sweeper lease (``netpeer.service.leader``).
+
+With ``--dataplane memory`` (``netpeer.simulation``) netpeerd programs an
+in-memory dataplane instead of OVN: a simulation and test mode, refused
+when the configuration looks like production.
+
+One module of this size: start, reload, the lease and stop share the
+daemon's state; what is not that state lives elsewhere
+(``netpeer.simulation``, ``netpeer.service``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import signal
@@ -20,6 +29,7 @@ import sys
 import threading
 from typing import Callable
 
+from netpeer import linkfiles
 from netpeer.config import Config
 from netpeer.core import validate
 from netpeer.errors import InvalidArgument, Unavailable, Unreachable
@@ -57,16 +67,21 @@ class Daemon:
     the reconciler's sweep thread. ``serve`` runs one until a signal; tests
     start one in-process (``service_factory`` lets them wrap the Service)."""
 
-    def __init__(self, config: Config, service_factory=None, workers: int = 16, mode: Mode = Mode.CHECK):
-        from netpeer.api.server import Limits, Server, check_listen
-        from netpeer.ovn.backend import OvnBackend
+    def __init__(self, config: Config, service_factory=None, workers: int = 16, mode: Mode = Mode.CHECK,
+                 dataplane: str = "ovn"):
+        from netpeer import simulation
+        from netpeer.api.server import Limits, Server
+        from netpeer.listen import check_listen
         from netpeer.service import Service
         from netpeer.service.leader import Solo, replica_name
         from netpeer.store.base import is_url, open_store
 
+        simulation.check(config, dataplane)   # before anything is opened
         if (config.tls_cert is None) != (config.tls_key is None):
             raise InvalidArgument.for_field("tls", "cert/key", "needs both [tls] cert and [tls] key")
         check_listen(config.listen, tls=config.tls_cert is not None)   # before anything is opened
+        config.check_metrics()
+        self._metrics_endpoint = _metrics_endpoint(config)
         self.config = config
         self.mode = mode
         self.exit_code = 0
@@ -84,20 +99,31 @@ class Daemon:
             self.store.claim_owner(config.owner)
             self.leadership = PgLease(config.store, replica_name(config.listen),
                                       config.leader_lease.total_seconds())
-        # The start-up check reads OVN's stamp before the replica is asked for (``stamp_first``).
-        self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
-                                  site=_site_context(config), stamp_first=True)
+        if dataplane == "memory":
+            LOG.warning("%s", simulation.WARNING)
+            from netpeer.service.memory import MemoryDataplane
+            self.backend = MemoryDataplane(track_changes=True)
+            simulation.fill(self.store, self.backend)
+        else:
+            from netpeer.ovn.backend import OvnBackend
+            # The start-up check reads OVN's stamp before the replica is asked for (``stamp_first``).
+            self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
+                                      site=_site_context(config), stamp_first=True)
         self.service = (service_factory or Service)(self.store, self.backend, owner=config.owner)
         self.site_server = self.site_transport = None
         if config.site:
             self._link_sites(config)
         self.service.quotas = config.quotas
+        from netpeer.service.budget import Budgets
+        self.service.budgets = Budgets(config.limits)
+        self.service.reconciler.attachment_grace = config.attachment_grace
         self.service.leadership = self.leadership
         self.service.reconciler.max_delete_share = config.repair_max_delete_share
         self.service.reconciler.full_pass = config.full_sweep_interval.total_seconds()
-        # A transit switch port got its key across sites: the rest of its
-        # attachment waits for that (netpeer.ovn.ic_rows), so sweep now.
-        self.backend.changes.on_keyed = lambda: self.service.reconciler.sweep_soon((0.0,))
+        if self.backend.kind == "ovn":
+            # A transit switch port got its key across sites: the rest of its
+            # attachment waits for that (netpeer.ovn.ic_rows), so sweep now.
+            self.backend.changes.on_keyed = lambda: self.service.reconciler.sweep_soon((0.0,))
         self.metrics, self.metrics_server = NONE, None
         if config.metrics_listen:
             from netpeer.observe.metrics import Metrics
@@ -112,12 +138,13 @@ class Daemon:
             tls_cert=config.tls_cert.read_bytes() if config.tls_cert else None,
             tls_key=config.tls_key.read_bytes() if config.tls_key else None,
             client_ca=config.tls_client_ca.read_bytes() if config.tls_client_ca else None,
-            limits=Limits(read_workers=workers), metrics=self.metrics)
+            limits=Limits(read_workers=workers), metrics=self.metrics, watch=config.watch)
         self.port = self.server.port
         if config.metrics_listen:
             self.metrics.state(lambda: {"peerings": self.service.phase_counts(),
                                         "ovn_connected": self.backend.connected,
-                                        "watchers": self.server.notifier.watchers, "ready": self.server.ready})
+                                        "watchers": self.server.watches.count, "ready": self.server.ready,
+                                        "links": self.service.sites.status()})
         self.stopping = threading.Event()
         self._settled = False
         #: Called once, by the sweeper (replicas: the lease follower), when
@@ -144,18 +171,71 @@ class Daemon:
         exchanges (``netpeer.service.sites``)."""
         from netpeer.api.sites import SiteServer, SiteTransport
         from netpeer.ovn import ic_rows
-        secrets = {link.name: _read_secret(f"sites.{link.name}.secret_file", link.secret_file)
-                   for link in config.sites}
-        cert = config.site_cert.read_bytes() if config.site_cert else None
-        key = config.site_key.read_bytes() if config.site_key else None
-        ca = config.site_ca.read_bytes() if config.site_ca else None
-        self.site_transport = SiteTransport(
-            config.site, {link.name: link.endpoint for link in config.sites}, secrets, cert=cert, key=key,
-            ca={link.name: link.ca_cert.read_bytes() if link.ca_cert else ca for link in config.sites})
+        files = linkfiles.read(config)
+        self.site_transport = SiteTransport(config.site, files.endpoints, files.secrets, cert=files.cert,
+                                            key=files.key, ca=files.cas)
         links = self.service.link_sites(config.site, {link.name: ic_rows.capacity(link.transit_ipv4)
                                                       for link in config.sites},
                                         self.site_transport, interval=config.sweep_interval.total_seconds())
-        self.site_server = SiteServer(links, config.site_listen, secrets, cert=cert, key=key, ca=ca)
+        links.verify_interval = config.full_sweep_interval.total_seconds()
+        self.site_transport.counter = links.count
+        self.site_server = SiteServer(links, config.site_listen, files.secrets, cert=files.cert, key=files.key,
+                                      ca=files.ca)
+
+    def reload(self, path) -> str:
+        """Reads the configuration file again and applies what can change
+        while netpeerd runs: the links to other sites (``[sites.NAME]``): a
+        new site is linked at once, a site no longer listed is retired (its
+        pairs withdrawn, ``SiteRetired``), an endpoint, secret or CA file
+        takes effect for the next exchange; and the files of
+        ``[interconnect] cert, key, ca`` (a renewed certificate is presented
+        from the next connection on). A link's ``transit_ipv4`` cannot
+        change while it exists (retire the site first), nor can TLS be
+        turned on or off. Anything else that differs is reported as needing
+        a restart. Raises InvalidArgument (nothing changed) on a bad file.
+        What was done, one line."""
+        new = Config.load(path)
+        old = self.config
+        live = ("sites", "site_cert", "site_key", "site_ca")
+        restart = [f.name for f in dataclasses.fields(Config)
+                   if f.name not in live and getattr(new, f.name) != getattr(old, f.name)]
+        # TLS on or off, or a client certificate required or not: the listener itself changes.
+        toggled = [name for name in ("site_cert", "site_ca")
+                   if (getattr(new, name) is None) != (getattr(old, name) is None)]
+        if old.site and new.site == old.site and "site" not in restart:
+            kept = {link.name: link for link in old.sites}
+            for link in new.sites:
+                was = kept.get(link.name)
+                if was is not None and was.transit_ipv4 != link.transit_ipv4:
+                    raise InvalidArgument.for_field(f"sites.{link.name}.transit_ipv4", link.transit_ipv4,
+                                                    f"differs from the running link's ({was.transit_ipv4}): retire "
+                                                    "the site (remove its [sites] table, reload), then add it back")
+            applied = new if not toggled else dataclasses.replace(new, site_cert=old.site_cert,
+                                                                  site_key=old.site_key, site_ca=old.site_ca)
+            restart += toggled
+            files = linkfiles.read(applied)   # every file checked before anything changes
+            from netpeer.ovn import ic_rows
+            renewed = self.site_server.tls and self.site_server.set_credentials(files.cert, files.key, files.ca)
+            self.site_transport.reconfigure(files.endpoints, files.secrets, files.cas, cert=files.cert,
+                                            key=files.key)
+            self.site_server.set_secrets(files.secrets)
+            if self.backend.kind == "ovn":
+                self.backend.site = _site_context(new)
+            added, removed = self.service.sites.reconfigure(
+                {link.name: ic_rows.capacity(link.transit_ipv4) for link in new.sites})
+            self.config = dataclasses.replace(old, sites=new.sites, site_cert=applied.site_cert,
+                                              site_key=applied.site_key, site_ca=applied.site_ca)
+            links = f"linked {', '.join(added) or 'no new site'}; retired {', '.join(removed) or 'none'}"
+            if renewed:
+                links += "; new connections use the new certificate, key or CA of [interconnect]"
+                self.service.sites.poke(list(self.service.sites.capacity))   # use them now: a mistake shows at once
+        else:
+            restart += [name for name in live if getattr(new, name) != getattr(old, name)]
+            links = "links unchanged"
+        restart = sorted(set(restart))
+        what = f"reloaded {path}: {links}" + (f"; needs a restart to change: {', '.join(restart)}" if restart else "")
+        LOG.info("%s", what)
+        return what
 
     def _settle(self) -> None:
         """The start-up check (raises EpochMismatch; Unavailable when it
@@ -218,6 +298,8 @@ class Daemon:
         watch.look()
         self._led.append(threading.Thread(target=watch.run, name="replicas",
                                           daemon=True, args=(self._leading, self._replica_gone)))
+        if self.site_server is not None:
+            self.service.sites.run_links(self._leading)
         # A new leader most often follows a departure (the old leader's): its last
         # NB transaction may land after the first sweep, which runs at once.
         self.service.reconciler.sweep_soon(AFTER_DEPARTURE_S[1:] + (self.config.ovn_timeout.total_seconds(),))
@@ -237,6 +319,8 @@ class Daemon:
     def _lose(self) -> None:
         if self._leading is not None:
             self._leading.set()
+            if self.site_server is not None:
+                self.service.sites.stop_links()
             self.service.programmer.poke()   # they sleep at rest
             self.service.reconciler.wake()
         for thread in self._led:
@@ -275,16 +359,20 @@ class Daemon:
         # The site link before the API: whoever sees the API up may count on the link's socket.
         if self.site_server is not None:
             self.site_server.start()
-            self.service.sites.start(self.stopping)
+            if self.replicated:   # every replica answers the other sites; the leader runs the links (_gain)
+                self.service.sites.prepare()
+            else:
+                self.service.sites.start(self.stopping)
             LOG.info("site %s: other sites reach it on %s; linked to %s", self.config.site, self.config.site_listen,
                      ", ".join(link.name for link in self.config.sites))
         self.server.start()
         if self.config.metrics_listen:
-            self.metrics_server = self.metrics.serve(self.config.metrics_listen)
-            LOG.info("metrics on http://%s/metrics", self.config.metrics_listen)
-        LOG.info("netpeerd listening on %s%s (OVN NB %s, store %s)", self.config.listen,
+            self.metrics_server = self.metrics.serve(self.config.metrics_listen, **self._metrics_endpoint)
+            LOG.info("metrics on %s", _metrics_url(self.config))
+        LOG.info("netpeerd listening on %s%s (%s, store %s)", self.config.listen,
                  f" port {self.port}" if self.port and not self.config.listen.startswith("unix:") else "",
-                 self.config.ovn_nb, self.config.store)
+                 f"OVN NB {self.config.ovn_nb}" if self.backend.kind == "ovn" else "dataplane in memory: a simulation",
+                 self.config.store)
         self._sweeper.start()
         if self._programmer is not None:
             self._programmer.start()
@@ -317,27 +405,47 @@ def _site_context(config: Config):
     return SiteContext(config.site, config.gateway_group, {link.name: link.transit_ipv4 for link in config.sites})
 
 
-def _read_secret(field: str, path) -> str:
-    """A link's shared secret: a private file with one line."""
-    import os
+def _metrics_endpoint(config: Config) -> dict:
+    """How the metrics endpoint serves (``Metrics.serve``'s tls and
+    access), its files read now: a missing or unusable one is refused in
+    one line before anything starts."""
+    if not config.metrics_listen:
+        return {}
+    from netpeer.observe.endpoint import Access, tls_context
+    tls = None
+    if config.metrics_tls is not None:
+        field, cert, key = config.metrics_tls
+        tls = tls_context(cert, key, field)
+    access = Access()
+    if config.metrics_bearer_token_file is not None:
+        access = Access(bearer_token=linkfiles.read_secret("metrics.bearer_token_file",
+                                                           config.metrics_bearer_token_file))
+    elif config.metrics_basic_auth_username is not None:
+        access = Access(basic_auth=(config.metrics_basic_auth_username, linkfiles.read_secret(
+            "metrics.basic_auth_password_file", config.metrics_basic_auth_password_file)))
+    return {"tls": tls, "access": access}
+
+
+def _metrics_url(config: Config) -> str:
+    if config.metrics_listen.startswith("unix:"):
+        return f"{config.metrics_listen} (HTTP{'S' if config.metrics_tls else ''}, /metrics)"
+    return f"http{'s' if config.metrics_tls else ''}://{config.metrics_listen}/metrics"
+
+
+def serve(config: Config, mode: Mode = Mode.CHECK, path=None, dataplane: str = "ovn") -> int:
+    """Runs netpeerd until SIGTERM/SIGINT; SIGHUP reloads ``path``
+    (``Daemon.reload``). Returns an exit code; ``EXIT_REFUSED`` with one
+    line on stderr, nothing started, for a dataplane this configuration may
+    not run (``netpeer.simulation``)."""
+    from netpeer import simulation
     try:
-        mode = os.stat(path).st_mode
-        secret = path.read_text().strip()
-    except OSError as exc:
-        raise InvalidArgument.for_field(field, str(path), f"cannot be read ({exc.strerror})") from None
-    if mode & 0o077:
-        raise InvalidArgument.for_field(field, str(path), f"is readable by others (mode {mode & 0o777:o}): "
-                                        "chmod 600 it")
-    if len(secret) < 16:
-        raise InvalidArgument.for_field(field, str(path), "holds no secret of at least 16 characters")
-    return secret
-
-
-def serve(config: Config, mode: Mode = Mode.CHECK) -> int:
-    """Runs netpeerd until SIGTERM/SIGINT. Returns an exit code."""
+        simulation.check(config, dataplane)
+    except InvalidArgument as exc:
+        sys.stderr.write(f"netpeerd: {exc.message}\n")
+        return EXIT_REFUSED
     gc.set_threshold(*GC_THRESHOLDS)
     logs.configure(config.log_level, config.log_format)
-    daemon = Daemon(config, mode=mode)
+    daemon = Daemon(config, mode=mode, dataplane=dataplane)
     # Once the replica is whole, what netpeerd holds from its start (the
     # replica is most of it) is left out of every later collection: a full
     # collection walked all of it, 1-3 s of CPU at 10,000 networks with every
@@ -351,6 +459,21 @@ def serve(config: Config, mode: Mode = Mode.CHECK) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    reload = threading.Event()
+    if path is not None:
+        signal.signal(signal.SIGHUP, lambda signum, frame: reload.set())
+
+        def reloader():   # not in the signal handler: a reload writes to the store
+            while not daemon.stopping.is_set():
+                if reload.wait(0.5):
+                    reload.clear()
+                    try:
+                        daemon.reload(path)
+                    except InvalidArgument as exc:
+                        LOG.error("reload of %s refused, nothing changed: %s", path, exc.message)
+                    except Exception:
+                        LOG.exception("reload of %s failed", path)
+        threading.Thread(target=reloader, name="reload", daemon=True).start()
     try:
         daemon.start()
     except EpochMismatch as exc:

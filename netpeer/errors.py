@@ -71,7 +71,19 @@ class PermissionDenied(NetpeerError):
 
 class ResourceExhausted(NetpeerError):
     """A quota of the caller's namespace is used up (``[quotas]`` in the
-    configuration); nothing was changed."""
+    configuration), or the caller's token used its share of a budget
+    (``[limits]``); nothing was changed. ``retry_after``: seconds after
+    which the same call may succeed (None: not by waiting, e.g. a quota)."""
+
+    def __init__(self, message: str, *, field: str | None = None, value: object = None,
+                 retry_after: float | None = None):
+        super().__init__(message, field=field, value=value)
+        self.retry_after = retry_after
+
+    def within(self, where: str) -> "ResourceExhausted":
+        out = super().within(where)
+        out.retry_after = self.retry_after
+        return out
 
 
 class Unavailable(NetpeerError):

@@ -53,10 +53,11 @@ def pg_url(pg_cluster) -> Iterator[str]:
 
 
 def make_store(kind: str, tmp_path, pg_cluster_or_none=None, **options):
-    """A fresh store of ``kind`` ("sqlite" or "postgresql")."""
+    """A fresh store of ``kind`` ("sqlite" or "postgresql"), made with ``options``."""
     from netpeer.store.base import open_store
     if kind == "sqlite":
-        return open_store(tmp_path / "netpeer.db")
+        from netpeer.store.sqlite import SqliteStore
+        return SqliteStore(tmp_path / "netpeer.db", **options)
     name = f"s{os.getpid()}_{next(_names)}"
     return open_store(pg_cluster_or_none.create_database(name), **options)
 

@@ -35,6 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 ADMIN_TOKEN = "np_admin_" + "a" * 40
 PASSPHRASE = "netpeer-tests"
 
+#: Bytes that are no protobuf message of netpeer's, by what is wrong with them.
+MALFORMED_PROTOBUF = {
+    "a string that is not UTF-8": b"\x0a\x03\xff\xfe\xfd",
+    "a truncated string": b"\x0a\x10abc",
+    "groups nested 1,000 deep": b"\x0b" * 1000 + b"\x0c" * 1000,
+    "groups nested 5,000 deep": b"\x0b" * 5000 + b"\x0c" * 5000,
+    "an end of group without its start": b"\x0c",
+    "an invalid wire type": b"\x0e\x01",
+    "a varint that never ends": b"\x10" + b"\xff" * 11,
+}
+
 CENTRAL_TOOLS = ("ovsdb-server", "ovsdb-tool", "ovn-northd", "ovn-nbctl", "ovn-sbctl")
 CHASSIS_TOOLS = ("ovs-vswitchd", "ovs-vsctl", "ovs-appctl", "ovn-controller", "ip")
 
@@ -56,6 +67,25 @@ def require_ovn(chassis: bool = False) -> None:
                        + " (Debian packages ovn-central, ovn-host, openvswitch-switch, iproute2)")
     if reasons:
         pytest.fail("; ".join(reasons) + ": run scripts/setup.sh (or `make test`) as root")
+
+
+def make_pki(d: Path) -> Path:
+    """In ``d``: a CA (ca.crt), a server certificate for localhost and
+    127.0.0.1 (server.crt, server.key) and a client certificate (client.crt,
+    client.key), made by openssl."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    d.mkdir(parents=True)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=netpeer-test-ca")
+    for name, san in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "subjectAltName=DNS:client")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN={name}")
+        (d / f"{name}.ext").write_text(san + "\n")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
+    return d
 
 
 def netpeerd_config(directory: Path, ovn_nb: str, *, sweep_interval: str = "30s", ovn_timeout: str = "10s",
@@ -245,5 +275,5 @@ class Stack:
 
 
 
-__all__ = ["ADMIN_TOKEN", "ROOT", "Instances", "Netpeerd", "Stack", "netpeerd_config", "netpeerd_process", "require_ovn", "short_tmpdir",
+__all__ = ["ADMIN_TOKEN", "ROOT", "Instances", "Netpeerd", "Stack", "make_pki", "netpeerd_config", "netpeerd_process", "require_ovn", "short_tmpdir",
            "start_netpeerd", "wait_first_sweep"]

@@ -29,7 +29,10 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
     up.add_argument("--ha", action="store_true",
                     help="replicas: PostgreSQL, an NB Raft cluster of 3, SB, northd and --replicas netpeerd; "
                          "with --sites: HA gateways (--ha-gateways)")
-    up.add_argument("--replicas", type=int, default=2, help="with --ha: how many netpeerd replicas (default 2)")
+    up.add_argument("--replicas", type=int, default=None,
+                    help="with --ha: how many netpeerd replicas, 2 to 5 (default 2); with --sites: how many per "
+                         "site, on a PostgreSQL database per site, 1 to 5 (default 1: one netpeerd on SQLite); "
+                         "a stack already made keeps its number until `netpeer dev down`")
     how = up.add_mutually_exclusive_group()
     how.add_argument("--adopt-ovn", action="store_true", help="passed to netpeerd: rebuild a lost store from OVN")
     how.add_argument("--accept-rollback", action="store_true", help="passed to netpeerd: make OVN match the store")
@@ -38,6 +41,16 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
         p.add_argument("--state-dir", default=None)
         if name == "down":
             p.add_argument("--purge", action="store_true", help="also delete the state directory")
+    site = sub.add_parser("site", help="a multi-site stack: add a site while it runs, or retire one "
+                                       "(the steps of docs/runbook-add-site.md)")
+    ssub = site.add_subparsers(dest="site_action", required=True, parser_class=sub._parser_class)
+    for name, text in (("add", "add site NAME to the running stack: its OVN, ovn-ic, gateway, WireGuard, "
+                               "certificate and netpeerd; the other sites link it on SIGHUP"),
+                       ("retire", "retire site NAME: the other sites drop it on SIGHUP (its pairs go Pending, "
+                                  "SiteRetired), then everything of it is stopped and removed")):
+        p = ssub.add_parser(name, parents=[g], help=text)
+        p.add_argument("name", metavar="NAME")
+        p.add_argument("--state-dir", default=None)
     inst = sub.add_parser("instance", help="instances: network namespaces attached to a network (needs --chassis)")
     isub = inst.add_subparsers(dest="instance_action", required=True, parser_class=sub._parser_class)
     a = isub.add_parser("add", parents=[g], help="create (or re-use) an instance on NETWORK's switch")
@@ -67,11 +80,17 @@ def run(ctx, args) -> int:
             raise errors.FailedPrecondition(f"{stack.dir} holds a single-site dev stack: `netpeer dev down --purge` "
                                             f"first, or pass another --state-dir")
         return sites_cli.run(ctx, args, multi, say)
+    if args.action == "site":
+        raise errors.FailedPrecondition(f"{stack.dir} holds no multi-site stack: netpeer dev up --sites east,west "
+                                        "first")
     if args.action == "up" and getattr(args, "ha_gateways", False):
         raise errors.InvalidArgument.for_field("--ha-gateways", True, "needs --sites (HA gateway chassis per site)")
     ha = HaStack(stack.dir)
     if (args.action == "up" and args.ha) or (args.action in ("up", "down", "status") and ha.enabled):
         return _run_ha(ctx, args, ha, stack, say)
+    if args.action == "up" and args.replicas is not None:
+        raise errors.InvalidArgument.for_field("--replicas", args.replicas, "needs --ha (replicas of a single "
+                                               "site) or --sites (replicas of each site)")
     if args.action == "up":
         serve_args = ("--adopt-ovn",) if args.adopt_ovn else ("--accept-rollback",) if args.accept_rollback else ()
         stack.up(args.chassis, args.sweep_interval, say, serve_args)
@@ -122,7 +141,8 @@ def _run_ha(ctx, args, ha: HaStack, stack: DevStack, say) -> int:
             raise errors.FailedPrecondition(f"{stack.dir} holds a single-process dev stack: `netpeer dev down "
                                             "--purge` first, or pass another --state-dir")
         serve_args = ("--adopt-ovn",) if args.adopt_ovn else ("--accept-rollback",) if args.accept_rollback else ()
-        ha.up(args.replicas if args.ha else ha.replicas, args.sweep_interval, say, serve_args)
+        replicas = args.replicas if args.replicas is not None else ha.replicas if ha.enabled else 2
+        ha.up(replicas, args.sweep_interval, say, serve_args)
         print(f"export NETPEER_ENDPOINT={ha.endpoint}")
         print(f"export NETPEER_TOKEN={ha.admin_token()}")
         say(f"ready: {ha.replicas} replicas. OVN NB: ovn-nbctl --db={ha.nb.nb_remote} show")

@@ -81,7 +81,8 @@ class HaStack:
     def up(self, replicas: int, sweep_interval: str, say: Callable[[str], None],
            serve_args: tuple[str, ...] = ()) -> None:
         if not 2 <= replicas <= 5:
-            raise errors.InvalidArgument.for_field("--replicas", replicas, "must be from 2 to 5")
+            raise errors.InvalidArgument.for_field("--replicas", replicas, "must be from 2 to 5 with --ha (one "
+                                                   "netpeerd: netpeer dev up without --ha)")
         if self.enabled and self.replicas != replicas:
             raise errors.FailedPrecondition(f"the dev stack in {self.dir} runs {self.replicas} replicas: "
                                             "`netpeer dev down` first to change their number")

@@ -3,29 +3,35 @@ on one machine.
 
 :class:`MultiSiteStack` adds to the OVN/WAN/WireGuard stack of
 ``netpeer_dev.sites`` the control plane of each site: one netpeerd per site
-(:class:`SiteStack`, a ``DevStack`` whose OVN is the site's central) with
-its own SQLite store, admin token, unix socket, metrics port and
-configuration under ``<state-dir>/<site>/``::
-
-    site = "east"
-    [interconnect]
-    listen = "unix://<state-dir>/east/site.sock"             # where the other sites reach this netpeerd
-    gateway_group = "np-gw-east"
-    [sites.west]
-    endpoint = "unix://<state-dir>/east/links/west.sock"    # the site link, across the WAN
-    secret_file = "<state-dir>/secrets/east-west.secret"     # shared by the pair, 0600
-    transit_ipv4 = "169.254.0.0/16"                          # a /21 per pair with more than two sites
+(:class:`SiteStack` in ``netpeer_dev.site_stack``, a ``DevStack`` whose OVN
+is the site's central, with its configuration) with its own SQLite store,
+admin token, unix socket, metrics port and configuration under
+``<state-dir>/<site>/``.
 
 A pair's shared secret is 32 random bytes (urlsafe base64), made once per
-pair in ``<state-dir>/secrets/`` (0700) and removed by ``down``. Instances
+pair in ``<state-dir>/secrets/`` (0700) and removed by ``down``. The
+certificates are those of ``netpeer site cert``: a region CA in
+``<state-dir>/pki/ca`` and one certificate per site, for the name
+``localhost`` (the endpoints are unix sockets, whose TLS check is for that
+name), made once and removed by ``down``. Instances
 (``netpeer dev instance add``) go on the site's instance chassis (``hv`` with
 ``--ha-gateways``, the gateway otherwise), MTU 1300 (GENEVE inside WireGuard).
-"""
+
+With ``replicas`` from 2 to 5 (``--replicas N``) each site runs N netpeerd
+processes on a PostgreSQL database of its own (``netpeer_<site>``, in one
+private cluster for the stack, ``netpeer_dev.postgres``), as
+``docs/replicas.md`` describes, each in ``<state-dir>/<site>/netpeerd-<i>/``
+with its own tenant socket (``netpeer.sock``), ``[interconnect] listen``
+(``site.sock``) and metrics port, and a 3 s ``leader_lease``; they share the
+site's admin token. The site link relay forwards the other sites'
+connections to whichever replica accepts (``netpeer_dev.sitelink``), so the
+other sites' ``[sites.NAME]`` is the same as without replicas.
+``<state-dir>/replicas`` records N; ``down`` keeps it (and the database), so
+a later ``up`` brings the same replicas back."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 import secrets
 import shutil
@@ -33,80 +39,46 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netpeer import errors
-from netpeer.config import Config
+from netpeer.certs import CA_CERT
 from netpeer_dev.operator import gateway_group
+from netpeer_dev.postgres import PgCluster, PostgresError
+from netpeer_dev.site_stack import LEASE, SiteStack, _require_site_config, transit_block
 from netpeer_dev.sites import Sites, SitesError
-from netpeer_dev.stack import DevStack
 
-__all__ = ["MultiSiteStack", "SiteStack", "INSTANCE_MTU"]
+__all__ = ["MultiSiteStack", "SiteStack", "INSTANCE_MTU", "MAX_REPLICAS", "LEASE", "transit_block"]
 
 INSTANCE_MTU = 1300
-
-
-class SiteStack(DevStack):
-    """One site's netpeerd, in ``<state-dir>/<site>/``, on the site's OVN central."""
-
-    def __init__(self, sites: Sites, site: str) -> None:
-        self.dir = sites.state_dir / site
-        self.ovn = sites.central[site]
-        self.sites = sites
-        self.site = site
-
-    def secret_file(self, other: str) -> Path:
-        a, b = sorted((self.site, other))
-        return self.sites.state_dir / "secrets" / f"{a}-{b}.secret"
-
-    @property
-    def site_socket(self) -> Path:
-        """Where this site's netpeerd serves the other sites (``[interconnect] listen``);
-        the site link relay forwards the other sites' connections to it."""
-        return self.dir / "site.sock"
-
-    def config(self, sweep_interval: str = "5s") -> Config:
-        """The single-site configuration plus ``site``, ``[interconnect]`` and one
-        ``[sites.NAME]`` per other site."""
-        base = super().config(sweep_interval)
-        _require_site_config()
-        from netpeer.config import SiteLink
-        links = tuple(SiteLink(name=other, endpoint=f"unix://{self.sites.link_socket(self.site, other)}",
-                               secret_file=self.secret_file(other),
-                               transit_ipv4=transit_block(self.sites.site_names, self.site, other))
-                      for other in self.sites.site_names if other != self.site)
-        return dataclasses.replace(base, site=self.site, site_listen=f"unix://{self.site_socket}",
-                                   gateway_group=gateway_group(self.site), sites=links)
-
-
-def _require_site_config() -> None:
-    fields = {f.name for f in dataclasses.fields(Config)}
-    missing = sorted({"site", "site_listen", "gateway_group", "sites"} - fields)
-    if missing:
-        raise errors.FailedPrecondition(f"--sites: this netpeerd has no site configuration (netpeer.config.Config "
-                                        f"lacks {', '.join(missing)})")
-
-
-def transit_block(sites: list[str], a: str, b: str) -> str:
-    """The IPv4 block of the transit switch of sites ``a`` and ``b`` (the same on
-    both sides; the links of one site must not overlap): all of 169.254.0.0/16
-    for two sites, else a /21 per pair of sites, in sorted pair order."""
-    if len(sites) == 2:
-        return "169.254.0.0/16"
-    pairs = list(itertools.combinations(sorted(sites), 2))
-    return f"169.254.{pairs.index(tuple(sorted((a, b)))) * 8}.0/21"
+MAX_REPLICAS = 5
 
 
 class MultiSiteStack:
     """Every site of a ``--sites`` dev stack in ``state_dir``."""
 
-    def __init__(self, state_dir: str | os.PathLike, sites: list[str], ha: bool = False) -> None:
-        self.sites = Sites(state_dir, sites, ha=ha)
+    def __init__(self, state_dir: str | os.PathLike, sites: list[str], ha: bool = False,
+                 indices: dict[str, int] | None = None, replicas: int = 1) -> None:
+        if not 1 <= replicas <= MAX_REPLICAS:
+            raise errors.InvalidArgument.for_field("--replicas", replicas, f"must be from 1 to {MAX_REPLICAS} with "
+                                                   "--sites (1: one netpeerd per site, on SQLite)")
+        self.sites = Sites(state_dir, sites, ha=ha, indices=indices)
         self.dir = self.sites.state_dir
-        self.stacks = {name: SiteStack(self.sites, name) for name in self.sites.site_names}
+        self.replicas = replicas
+        self.pg = PgCluster(self.dir) if replicas > 1 else None
+        self.stacks = {name: SiteStack(self.sites, name, replicas, self.pg) for name in self.sites.site_names}
 
     @classmethod
     def open(cls, state_dir: str | os.PathLike) -> "MultiSiteStack | None":
         """The stack recorded in ``state_dir`` (its ``sites.json``), or None."""
         found = Sites.open(state_dir)
-        return None if found is None else cls(state_dir, found.site_names, found.ha)
+        return None if found is None else cls(state_dir, found.site_names, found.ha, found.indices,
+                                              cls.recorded_replicas(state_dir))
+
+    @staticmethod
+    def recorded_replicas(state_dir: str | os.PathLike) -> int:
+        """How many netpeerd per site the stack in ``state_dir`` was last brought up with."""
+        try:
+            return int((Path(state_dir).absolute() / "replicas").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return 1
 
     @property
     def names(self) -> list[str]:
@@ -120,33 +92,54 @@ class MultiSiteStack:
     def up(self, sweep_interval: str, say: Callable[[str], None], serve_args: tuple[str, ...] = (),
            timeout: float = 180.0) -> None:
         """Start (or complete) the whole stack: OVN, WAN, WireGuard, site links,
-        then each site's netpeerd once its transit switches exist. Idempotent."""
+        then each site's netpeerd (or its replicas, on PostgreSQL) once its
+        transit switches exist. Idempotent; the number of replicas changes
+        only after ``down``."""
         for stack in self.stacks.values():
-            if len(str(stack.socket)) > 100:
+            if any(len(str(p)) > 100 for p in stack.sockets + stack.site_sockets):
                 raise errors.InvalidArgument.for_field("--state-dir", str(self.dir),
                                                        "is too long for unix sockets; choose a shorter path")
+        recorded = self.recorded_replicas(self.dir)
+        if self.sites.manifest.exists() and recorded != self.replicas:
+            raise errors.InvalidArgument.for_field(
+                "--replicas", self.replicas, f"differs from the {recorded} netpeerd per site of the stack in "
+                                             f"{self.dir}: `netpeer dev down` first to change it")
         _require_site_config()
         try:
-            self.sites.start(lambda site: self.stacks[site].site_socket, timeout=timeout, progress=say)
+            self.sites.start(lambda site: self.stacks[site].site_sockets, timeout=timeout, progress=say)
         except SitesError as exc:
             raise errors.FailedPrecondition(str(exc)) from None
-        self._ensure_secrets()
+        self.ensure_secrets()
+        self.ensure_certificates()
+        if self.pg is not None:
+            say(f"PostgreSQL ({self.pg.dir}): a database per site")
+            try:
+                self.pg.start()
+                for stack in self.stacks.values():
+                    self.pg.create_database(stack.database)
+            except PostgresError as exc:
+                raise errors.FailedPrecondition(str(exc)) from None
+            (self.dir / "replicas").write_text(f"{self.replicas} netpeerd replicas per site on PostgreSQL\n")
+        else:
+            (self.dir / "replicas").unlink(missing_ok=True)
         procs = []
         for name, stack in self.stacks.items():
-            stack.dir.mkdir(parents=True, exist_ok=True)
-            os.chmod(stack.dir, 0o700)
+            for d in [stack.dir] + [stack.replica_dir(i) for i in range(1, self.replicas + 1) if stack.replicated]:
+                d.mkdir(parents=True, exist_ok=True)
+                os.chmod(d, 0o700)
             stack.ensure_admin_token()
-            netpeerd = stack.netpeerd(sweep_interval)
-            if netpeerd.pid is None:
-                say(f"{name}: starting netpeerd")
-                netpeerd.spawn(args=serve_args)
-                procs.append(netpeerd)
-            else:
-                say(f"{name}: netpeerd already running (pid {netpeerd.pid})")
+            for label, netpeerd in stack.netpeerds(sweep_interval).items():
+                if netpeerd.pid is None:
+                    say(f"{name}: starting {label}")
+                    netpeerd.spawn(args=serve_args)
+                    procs.append(netpeerd)
+                else:
+                    say(f"{name}: {label} already running (pid {netpeerd.pid})")
         for netpeerd in procs:
             netpeerd.wait_ready(timeout=60)
 
-    def _ensure_secrets(self) -> None:
+    def ensure_secrets(self) -> None:
+        """Each pair's secret (0600, in a 0700 directory), unless it has one."""
         folder = self.dir / "secrets"
         folder.mkdir(exist_ok=True)
         os.chmod(folder, 0o700)
@@ -158,16 +151,31 @@ class MultiSiteStack:
                     with os.fdopen(fd, "w") as f:
                         f.write(secrets.token_urlsafe(32) + "\n")
 
+    def ensure_certificates(self) -> None:
+        """The region CA and each site's certificate (``netpeer site cert``),
+        unless it has them."""
+        from netpeer import certs
+        ca = self.dir / "pki" / "ca"
+        if not (ca / CA_CERT).exists():
+            (self.dir / "pki").mkdir(mode=0o700, exist_ok=True)
+            certs.make_ca(ca)
+        for stack in self.stacks.values():
+            if not (stack.pki / f"site-{stack.site}.crt").exists():
+                certs.issue(stack.site, ca, stack.pki, dns=("localhost",))
+
     def down(self, purge: bool, say: Callable[[str], None]) -> None:
         """Stop every netpeerd, delete every instance, stop the OVN/WAN/WireGuard
-        stack (by pid; namespaces, veths, keys removed), remove the pair
-        secrets; with ``purge`` the whole state directory."""
+        stack (by pid; namespaces, veths, keys removed) and PostgreSQL, remove
+        the pair secrets; with ``purge`` the whole state directory and the
+        PostgreSQL cluster."""
         failures: list[str] = []
         for name, stack in self.stacks.items():
-            netpeerd = stack.netpeerd()
-            if netpeerd.pid is not None:
-                say(f"{name}: stopping netpeerd (pid {netpeerd.pid})")
-            netpeerd.stop()
+            for label, netpeerd in stack.netpeerds().items():
+                if netpeerd.pid is not None:
+                    say(f"{name}: stopping {label} (pid {netpeerd.pid})")
+                netpeerd.stop()
+            for path in stack.sockets + stack.site_sockets:   # those of a netpeerd killed -9 and not restarted
+                path.unlink(missing_ok=True)
         for name in self.names:
             try:
                 with self.fleet(name) as fleet:
@@ -179,9 +187,19 @@ class MultiSiteStack:
             self.sites.stop()
         except SitesError as exc:
             failures.append(str(exc))
+        if self.pg is not None and self.pg.pid is not None:
+            say(f"stopping PostgreSQL (pid {self.pg.pid})")
+            try:
+                self.pg.stop()
+            except PostgresError as exc:
+                failures.append(str(exc))
         shutil.rmtree(self.dir / "secrets", ignore_errors=True)
+        shutil.rmtree(self.dir / "pki", ignore_errors=True)
         if failures:
             raise errors.Unavailable("; ".join(failures))
+        if purge and self.pg is not None:
+            self.pg.remove()
+            say(f"removed {self.pg.dir}")
         if purge and self.dir.exists():
             shutil.rmtree(self.dir)
             say(f"removed {self.dir}")
@@ -200,11 +218,13 @@ class MultiSiteStack:
         return lines
 
     def site_of_endpoint(self, endpoint: str | None) -> str:
-        """The site whose netpeerd listens at ``endpoint`` (None: the first site)."""
+        """The site whose netpeerd (or one of whose replicas) listens at
+        ``endpoint``, one address or several comma-separated (None: the first site)."""
         if not endpoint:
             return self.names[0]
+        given = {e.strip() for e in endpoint.split(",") if e.strip()}
         for name, stack in self.stacks.items():
-            if endpoint in (stack.endpoint, f"unix:{stack.socket}", str(stack.socket)):
+            if given & {form for s in stack.sockets for form in (f"unix://{s}", f"unix:{s}", str(s))}:
                 return name
         raise errors.InvalidArgument.for_field(
             "--endpoint", endpoint, f"is not a netpeerd of the sites in {self.dir} "
@@ -227,19 +247,37 @@ class MultiSiteStack:
     # ------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
         """Everything ``netpeer dev status`` shows, as data."""
-        sites = []
+        sites, netpeerds = [], []
         for name, stack in self.stacks.items():
-            pid = stack.netpeerd_pid()
-            sites.append({"name": name, "endpoint": stack.endpoint, "netpeerd_pid": pid,
-                          "netpeerd": "running" if pid else "stopped", "nb_remote": stack.ovn.nb_remote,
-                          "sb_remote": stack.ovn.sb_remote, "gateway_group": gateway_group(name),
-                          "instance_chassis": self.sites.hypervisor(name).system_id,
-                          "metrics_url": stack.metrics_url if stack.metrics_port_file.exists() else None,
-                          "state_dir": str(stack.dir)})
+            procs = stack.netpeerds()
+            pids = {label: proc.pid for label, proc in procs.items()}
+            item = {"name": name, "endpoint": stack.endpoint, "netpeerd_pid": pids.get("netpeerd"),
+                    "netpeerd": "running" if all(pids.values()) else "stopped", "nb_remote": stack.ovn.nb_remote,
+                    "sb_remote": stack.ovn.sb_remote, "gateway_group": gateway_group(name),
+                    "instance_chassis": self.sites.hypervisor(name).system_id,
+                    "metrics_url": stack.metrics_url if all(f.exists() for f in stack.metrics_port_files) else None,
+                    "state_dir": str(stack.dir)}
+            if stack.replicated:
+                roles = stack.roles(procs)
+                up = [label for label, pid in pids.items() if pid]
+                item["netpeerd"] = "stopped" if not up else "running" if len(up) == len(pids) else \
+                    f"{len(up)} of {len(pids)} running"
+                item["netpeerd_pid"] = next((pids[label] for label, role in roles.items() if role == "leader"), None)
+                item["replicas"] = [{"name": label, "pid": pids[label], "state": "running" if pids[label] else
+                                     "stopped", "role": roles[label], "endpoint": procs[label].endpoint}
+                                    for label in procs]
+                netpeerds += [{"name": f"{name}/{r['name']}", "pid": r["pid"], "state": r["state"],
+                               "role": r["role"]} for r in item["replicas"]]
+            else:
+                netpeerds.append({"name": f"{name}/netpeerd", "pid": item["netpeerd_pid"], "state": item["netpeerd"]})
+            sites.append(item)
         processes = [{"name": p.role, "pid": p.pid, "state": "running" if p.running else "stopped"}
                      for p in self.sites.processes()]
-        processes += [{"name": f"{s['name']}/netpeerd", "pid": s["netpeerd_pid"], "state": s["netpeerd"]}
-                      for s in sites]
+        if self.pg is not None:
+            pid = self.pg.pid
+            processes.append({"name": "postgres", "pid": pid, "state": "running" if pid else "stopped",
+                              "role": "database"})
+        processes += netpeerds
         instances = []
         for name in self.names:
             if not self.stacks[name].dir.exists():
@@ -247,7 +285,8 @@ class MultiSiteStack:
             with self.fleet(name) as fleet:
                 states = fleet.states()
                 instances += [{"site": name, **i.to_json(states.get(i.name))} for i in fleet.list()]
-        return {"state_dir": str(self.dir), "sites": sites, "ha": self.sites.ha, "ic_nb": self.sites.ic.nb_remote,
+        return {"state_dir": str(self.dir), "sites": sites, "ha": self.sites.ha, "replicas": self.replicas,
+                "postgres": str(self.pg.dir) if self.pg is not None else None, "ic_nb": self.sites.ic.nb_remote,
                 "ic_sb": self.sites.ic.sb_remote, "daemons": processes,
                 "gateways": [dataclasses.asdict(g) for g in self.sites.gateway_status()],
                 "tunnels": [dataclasses.asdict(t) for t in self.sites.tunnel_status()],

@@ -8,19 +8,29 @@ namespace)::
 
     east netpeerd --unix--> <state>/east/links/west.sock   [relay in east's router namespace]
                   --TCP 10.200.1.1 -> 10.200.2.1:7100, routed into WireGuard, across the WAN-->
-                  [relay in west's router namespace] --unix--> <state>/west/netpeer.sock  west netpeerd
+                  [relay in west's router namespace] --unix--> <state>/west/site.sock  west netpeerd
 
-The relay copies bytes (gRPC over HTTP/2 passes through unchanged); it knows
-nothing of netpeer. Cutting the WAN (``Sites.cut``) stops the bytes, the
-tunnel and the OVN-IC tunnels alike. Run as::
+The relay copies bytes (gRPC over HTTP/2 and TLS pass through unchanged); it
+knows nothing of netpeer. Cutting the WAN (``Sites.cut``) stops the bytes,
+the tunnel and the OVN-IC tunnels alike. A site that runs its netpeerd as
+replicas has one ``[interconnect] listen`` socket per replica: the relay
+forwards each connection from the other sites to the replica that last
+accepted one, and to the next in turn when it does not accept (a dead
+replica's socket refuses at once), so the other sites name one endpoint
+and never see a replica die. Run as::
 
-    python -m netpeer_dev.sitelink --pidfile F --serve IP:PORT=UNIX_PATH --forward UNIX_PATH=IP:PORT ...
+    python -m netpeer_dev.sitelink --pidfile F --serve IP:PORT=UNIX_PATH[,UNIX_PATH...] --forwards FILE
+
+``FILE`` maps each unix socket to the address of another site's relay
+(JSON, ``{"UNIX_PATH": "IP:PORT"}``); SIGHUP makes the relay read it again
+(a site added to or retired from a running stack: ``Relay.update``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -28,6 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 from netpeer_dev.daemons import _cmdline, _find_binary, alive
 
@@ -54,6 +65,15 @@ class Relay:
         return self.dir / "sitelink.pid"
 
     @property
+    def forwards_file(self) -> Path:
+        return self.dir / "forwards.json"
+
+    def _write_forwards(self) -> None:
+        tmp = self.forwards_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({str(self.socket(site)): address for site, address in self.peers.items()}) + "\n")
+        tmp.replace(self.forwards_file)
+
+    @property
     def pid(self) -> int | None:
         """The live relay's pid (its command line names our pidfile), or None."""
         try:
@@ -62,18 +82,39 @@ class Relay:
             return None
         return pid if alive(pid) and f"--pidfile={self.pidfile}" in _cmdline(pid) else None
 
-    def start(self, netpeerd_socket: Path) -> None:
-        """Start the relay unless it runs (it writes its pidfile itself)."""
+    def start(self, netpeerd_sockets: Sequence[Path]) -> None:
+        """Start the relay unless it runs (it writes its pidfile itself);
+        ``netpeerd_sockets``: this site's netpeerd, or each of its replicas."""
         if self.pid is not None:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
+        self._write_forwards()
+        targets = ",".join(str(p) for p in netpeerd_sockets)
         argv = [_find_binary("ip"), "netns", "exec", self.netns, sys.executable, "-m", "netpeer_dev.sitelink",
-                f"--pidfile={self.pidfile}", f"--serve={self.listen}={netpeerd_socket}"]
-        argv += [f"--forward={self.socket(site)}={address}" for site, address in self.peers.items()]
+                f"--pidfile={self.pidfile}", f"--serve={self.listen}={targets}", f"--forwards={self.forwards_file}"]
         with open(self.dir / "sitelink.log", "a") as log:
             subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
+
+    def update(self, deadline: float) -> None:
+        """The running relay forwards to exactly ``peers`` (SIGHUP after the
+        file is rewritten); returns once the sockets of the others are gone
+        and those of ``peers`` exist. RuntimeError after ``deadline``."""
+        pid = self.pid
+        if pid is None:
+            raise RuntimeError(f"the site link relay in {self.dir} is not running")
+        self._write_forwards()
+        os.kill(pid, signal.SIGHUP)
+        wanted = {self.socket(site) for site in self.peers}
+        while True:
+            present = {p for p in self.dir.glob("*.sock")}
+            if present == wanted:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the site link relay in {self.dir} did not take its new forwards; see "
+                                   f"{self.dir / 'sitelink.log'}")
+            time.sleep(0.02)
 
     def wait(self, deadline: float) -> None:
         """Until it runs and every socket exists; RuntimeError after ``deadline`` (monotonic)."""
@@ -98,6 +139,7 @@ class Relay:
         for site in self.peers:
             self.socket(site).unlink(missing_ok=True)
         self.pidfile.unlink(missing_ok=True)
+        self.forwards_file.unlink(missing_ok=True)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -127,10 +169,37 @@ def _keepalive(writer: asyncio.StreamWriter) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 5000)
 
 
+class _Failover:
+    """Unix sockets of one site's netpeerd replicas: a connection goes to
+    the one that last accepted, or to the next that does. Sticking to one
+    keeps a site's calls on one replica while it lives."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = list(paths)
+        self.current = 0
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        failed: list[str] = []
+        for k in range(len(self.paths)):
+            i = (self.current + k) % len(self.paths)
+            try:
+                conn = await asyncio.wait_for(asyncio.open_unix_connection(self.paths[i]), _CONNECT_TIMEOUT)
+            except (OSError, asyncio.TimeoutError) as exc:
+                failed.append(f"{self.paths[i]}: {exc or 'timed out'}")
+                continue
+            if i != self.current:
+                sys.stderr.write(f"sitelink: {'; '.join(failed)}: now forwarding to {self.paths[i]}\n")
+                sys.stderr.flush()
+                self.current = i
+            return conn
+        raise OSError(f"no replica accepts: {'; '.join(failed)}")
+
+
 def _handler(connect):
+    """``connect()``: the other end of each connection (it bounds its own wait)."""
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            r2, w2 = await asyncio.wait_for(connect(), _CONNECT_TIMEOUT)
+            r2, w2 = await connect()
         except (OSError, asyncio.TimeoutError):
             writer.close()
             return
@@ -140,24 +209,40 @@ def _handler(connect):
     return handle
 
 
-async def _serve(serve: list[tuple[str, int, str]], forward: list[tuple[str, str, int]]) -> None:
+async def _serve(serve: list[tuple[str, int, list[str]]], forwards: Path) -> None:
     servers = []
-    for host, port, path in serve:        # TCP from the other sites -> this site's netpeerd
-        servers.append(await asyncio.start_server(
-            _handler(lambda path=path: asyncio.open_unix_connection(path)), host, port, reuse_address=True))
-    for path, host, port in forward:      # this site's netpeerd -> another site's relay
-        Path(path).unlink(missing_ok=True)
-        servers.append(await asyncio.start_unix_server(
-            _handler(lambda host=host, port=port: asyncio.open_connection(host, port)), path))
-        os.chmod(path, 0o600)
+    for host, port, paths in serve:       # TCP from the other sites -> this site's netpeerd (or its replicas)
+        servers.append(await asyncio.start_server(_handler(_Failover(paths).connect), host, port,
+                                                  reuse_address=True))
+    forwarding: dict[str, tuple[str, asyncio.AbstractServer]] = {}   # this site's netpeerd -> another site's relay
+
+    async def reload() -> None:
+        wanted = json.loads(forwards.read_text())
+        for path in [p for p, (address, _) in forwarding.items() if wanted.get(p) != address]:
+            _, server = forwarding.pop(path)
+            server.close()
+            Path(path).unlink(missing_ok=True)
+        for path, address in wanted.items():
+            if path in forwarding:
+                continue
+            host, port = _address(address)
+            Path(path).unlink(missing_ok=True)
+            forwarding[path] = (address, await asyncio.start_unix_server(_handler(
+                lambda host=host, port=port: asyncio.wait_for(asyncio.open_connection(host, port), _CONNECT_TIMEOUT)),
+                path))
+            os.chmod(path, 0o600)
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(reload()))   # before any socket is seen
+    await reload()
     await stop.wait()
     for s in servers:
         s.close()
-    for path, _, _ in forward:
+    for path, (_, server) in forwarding.items():
+        server.close()
         Path(path).unlink(missing_ok=True)
 
 
@@ -169,14 +254,14 @@ def _address(text: str) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="netpeer_dev.sitelink")
     p.add_argument("--pidfile", required=True)
-    p.add_argument("--serve", action="append", default=[], metavar="IP:PORT=UNIX_PATH")
-    p.add_argument("--forward", action="append", default=[], metavar="UNIX_PATH=IP:PORT")
+    p.add_argument("--serve", action="append", default=[], metavar="IP:PORT=UNIX_PATH[,UNIX_PATH...]",
+                   help="forward connections to IP:PORT to the first of these sockets that accepts")
+    p.add_argument("--forwards", required=True, metavar="FILE", help='{"UNIX_PATH": "IP:PORT"}; SIGHUP reads it again')
     args = p.parse_args(argv)
-    serve = [(*_address(a.split("=", 1)[0]), a.split("=", 1)[1]) for a in args.serve]
-    forward = [(a.split("=", 1)[0], *_address(a.split("=", 1)[1])) for a in args.forward]
+    serve = [(*_address(a.split("=", 1)[0]), a.split("=", 1)[1].split(",")) for a in args.serve]
     Path(args.pidfile).write_text(f"{os.getpid()}\n")
     try:
-        asyncio.run(_serve(serve, forward))
+        asyncio.run(_serve(serve, Path(args.forwards)))
     except OSError as exc:
         sys.stderr.write(f"sitelink: {exc}\n")
         return 1

@@ -14,7 +14,8 @@ its own network namespaces (see ``netpeer_dev.wan`` for the underlay)::
                             ha=False: gw (the gateway, also hosts the instances)
     <site>/wg/              the site router's wireguard-go: key (0600), pidfile, log
     <site>/links/           the site link relay's unix sockets towards the other sites
-    sites.json              what was made: prefix, sites, namespaces (the teardown reads it)
+    sites.json              what was made: prefix, sites and their indices, namespaces (the
+                            teardown reads it; `netpeer dev site add|retire` change it)
 
 and the rows an operator creates once per site (:func:`operator_commands`):
 a transit switch ``np-ts-<a>-<b>`` per pair of sites in IC NB,
@@ -39,10 +40,10 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from netpeer_dev.daemons import OvnDaemonError, alive
-from netpeer_dev.operator import BFD, gateway_group, operator_commands, transit_switch, validate_sites
+from netpeer_dev.operator import BFD, MAX_SITES, gateway_group, operator_commands, transit_switch, validate_sites
 from netpeer_dev.site_ovn import IcDatabases, SiteCentral, SiteChassis, check_ic_installed
 from netpeer_dev.sitelink import PORT as LINK_PORT, Relay
 from netpeer_dev.wan import UNDERLAY, SitePlan, Underlay, WanError
@@ -89,16 +90,23 @@ class TunnelStatus:
 class Sites:
     """A multi-site OVN-IC stack in ``state_dir`` (see the module docstring)."""
 
-    #: Seconds without progress in the interconnection before every ovn-ic is woken (``_wait_interconnected``).
+    #: Seconds without progress in the interconnection before every ovn-ic is woken (``wait_interconnected``).
     NUDGE_AFTER = 3.0
 
     def __init__(self, state_dir: str | os.PathLike, sites: Iterable[str] = ("east", "west"), ha: bool = False,
-                 bfd: tuple[int, int, int] = BFD, keepalive: int = KEEPALIVE) -> None:
+                 bfd: tuple[int, int, int] = BFD, keepalive: int = KEEPALIVE,
+                 indices: dict[str, int] | None = None) -> None:
         self.state_dir = Path(state_dir).absolute()
         names = validate_sites(list(sites), "sites")
         self.ha, self.bfd, self.keepalive = ha, bfd, keepalive
         roles = ("gw1", "gw2", "hv") if ha else ("gw",)
-        self.plans = [SitePlan(n, i, roles) for i, n in enumerate(names)]
+        # A site's index (its addresses, its WireGuard interface, its links' blocks) is kept for its
+        # life: sites added to or retired from a running stack leave the others' alone.
+        indices = indices or {n: i for i, n in enumerate(names)}
+        if sorted(indices) != sorted(names) or len(set(indices.values())) != len(names) or \
+                not all(0 <= i < MAX_SITES for i in indices.values()):
+            raise SitesError(f"site indices {indices} do not fit the sites {names}")
+        self.plans = [SitePlan(n, indices[n], roles) for n in names]
         self.id = hashlib.sha256(os.fsencode(str(self.state_dir))).hexdigest()[:6]
         self.prefix = f"npx{self.id}"
         self.net = Underlay(self.prefix, self.plans, self.wg_interface)
@@ -120,12 +128,16 @@ class Sites:
         if not manifest.exists():
             return None
         data = json.loads(manifest.read_text())
-        return cls(state_dir, data["sites"], ha=data["ha"])
+        return cls(state_dir, data["sites"], ha=data["ha"], indices=data.get("indices"))
 
     # ------------------------------------------------------------ names
     @property
     def site_names(self) -> list[str]:
         return [p.name for p in self.plans]
+
+    @property
+    def indices(self) -> dict[str, int]:
+        return {p.name: p.index for p in self.plans}
 
     def plan(self, site: str) -> SitePlan:
         for p in self.plans:
@@ -152,11 +164,12 @@ class Sites:
         return self.state_dir / "sites.json"
 
     # ------------------------------------------------------------ start
-    def start(self, netpeerd_socket: Callable[[str], Path], timeout: float = 120.0,
+    def start(self, netpeerd_sockets: Callable[[str], Sequence[Path]], timeout: float = 120.0,
               progress: Callable[[str], None] | None = None) -> None:
         """Bring the stack up, or what of it is not running (idempotent).
-        ``netpeerd_socket(site)``: where that site's netpeerd serves the other
-        sites (the site link relay forwards their connections to it). Raises SitesError after stopping what
+        ``netpeerd_sockets(site)``: where that site's netpeerd (or each of its
+        replicas) serves the other sites (the site link relay forwards their
+        connections to the first that accepts). Raises SitesError after stopping what
         a first start made; records phase times in :attr:`timings`."""
         say = progress or (lambda m: None)
         if os.geteuid() != 0:
@@ -182,15 +195,15 @@ class Sites:
             say("IC NB and IC SB")
             self.ic.start(timeout=max(1.0, deadline - time.monotonic()))
             with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.plans)) as pool:
-                for f in [pool.submit(self._start_site, p, deadline, say) for p in self.plans]:
+                for f in [pool.submit(self.start_site, p, deadline, say) for p in self.plans]:
                     f.result()
             self.timings["sites"] = time.monotonic() - t0
             say("waiting for the transit switches and the other sites' gateways")
-            self._wait_interconnected(deadline)
+            self.wait_interconnected(deadline)
             self.timings["interconnected"] = time.monotonic() - t0
             self._wait_handshakes(deadline)
             self.timings["tunnels"] = time.monotonic() - t0
-            self._start_links(netpeerd_socket, deadline)
+            self._start_links(netpeerd_sockets, deadline)
         except (OvnDaemonError, WireGuardError, WanError, RuntimeError) as exc:
             if fresh:
                 self._stop_quietly(say)
@@ -224,12 +237,18 @@ class Sites:
             if present:
                 raise SitesError(f"the stack in {self.state_dir} is partly gone ({len(present)} of "
                                  f"{len(namespaces)} namespaces): `netpeer dev down` first")
-        data = {"prefix": self.prefix, "sites": self.site_names, "ha": self.ha, "namespaces": namespaces,
-                "wg_interfaces": [self.wg_interface(s) for s in self.site_names]}
+        self.write_manifest()
+        return True
+
+    def write_manifest(self) -> None:
+        """Records what this stack is: its sites, their indices, and the
+        namespaces the teardown deletes."""
+        namespaces = self.net.namespaces()
+        data = {"prefix": self.prefix, "sites": self.site_names, "ha": self.ha, "indices": self.indices,
+                "namespaces": namespaces, "wg_interfaces": [self.wg_interface(s) for s in self.site_names]}
         tmp = self.manifest.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         tmp.replace(self.manifest)
-        return True
 
     def _start_wireguard(self, deadline: float) -> None:
         fresh = [p for p in self.plans if self.wg[p.name].pid is None]
@@ -264,7 +283,9 @@ class Sites:
             self.wg[p.name].set_keepalive([self._publics[q.name] for q in self.plans if q.index < p.index],
                                           self.keepalive)
 
-    def _start_site(self, p: SitePlan, deadline: float, say: Callable[[str], None]) -> None:
+    def start_site(self, p: SitePlan, deadline: float, say: Callable[[str], None]) -> None:
+        """One site's NB, SB, ovn-northd, ovn-ic and chassis, and the rows its
+        operator makes (``operator_commands``); idempotent."""
         central = self.central[p.name]
         say(f"{p.name}: NB, SB, ovn-northd, ovn-ic")
         central.start(timeout=max(1.0, deadline - time.monotonic()))
@@ -282,7 +303,7 @@ class Sites:
                     "--bare", "--columns=name", "find", "HA_Chassis_Group", f"name={gateway_group(p.name)}").strip():
                 central.nbctl(*args)   # ha-chassis-group-add has no --may-exist
 
-    def _wait_interconnected(self, deadline: float) -> None:
+    def wait_interconnected(self, deadline: float) -> None:
         """Every site's NB has its transit switches and its SB every other site's gateways.
 
         Two sites' ``ovn-ic`` registering at the same moment may both insert
@@ -322,9 +343,9 @@ class Sites:
         return Relay(self.state_dir / site / "links", self.net.netns(site, "rt"), f"{p.router_lan_ip}:{LINK_PORT}",
                      {q.name: f"{q.router_lan_ip}:{LINK_PORT}" for q in self.plans if q is not p})
 
-    def _start_links(self, netpeerd_socket: Callable[[str], Path], deadline: float) -> None:
+    def _start_links(self, netpeerd_sockets: Callable[[str], Sequence[Path]], deadline: float) -> None:
         for p in self.plans:
-            self.relay(p.name).start(netpeerd_socket(p.name))
+            self.relay(p.name).start(netpeerd_sockets(p.name))
         for p in self.plans:
             self.relay(p.name).wait(deadline)
 

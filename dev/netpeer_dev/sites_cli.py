@@ -15,15 +15,23 @@ __all__ = ["wanted", "run"]
 
 
 def wanted(args, state_dir) -> MultiSiteStack | None:
-    """The multi-site stack this command is about, or None (single-site)."""
+    """The multi-site stack this command is about, or None (single-site).
+    ``--replicas`` (of ``up``) absent: as many netpeerd per site as the stack
+    in ``state_dir`` was last brought up with (1 for a new one)."""
     sites = getattr(args, "sites", None)
+    replicas = getattr(args, "replicas", None)
     if sites is not None:
         try:
             names = validate_sites(sites, "--sites")
         except ValueError as exc:
             raise errors.InvalidArgument(str(exc), field="--sites", value=sites) from None
-        return MultiSiteStack(state_dir, names, ha=bool(getattr(args, "ha_gateways", False)))
-    return MultiSiteStack.open(state_dir)
+        if replicas is None:
+            replicas = MultiSiteStack.recorded_replicas(state_dir)
+        return MultiSiteStack(state_dir, names, ha=bool(getattr(args, "ha_gateways", False)), replicas=replicas)
+    found = MultiSiteStack.open(state_dir)
+    if found is None or replicas is None:
+        return found
+    return MultiSiteStack(state_dir, found.names, found.sites.ha, found.sites.indices, replicas)
 
 
 def run(ctx, args, multi: MultiSiteStack, say) -> int:
@@ -32,7 +40,8 @@ def run(ctx, args, multi: MultiSiteStack, say) -> int:
         multi.up(args.sweep_interval, say, serve_args)
         for line in multi.exports():
             print(line)
-        say(f"ready: sites {', '.join(multi.names)}{' with HA gateways' if multi.sites.ha else ''} "
+        replicas = f", {multi.replicas} netpeerd replicas per site" if multi.replicas > 1 else ""
+        say(f"ready: sites {', '.join(multi.names)}{' with HA gateways' if multi.sites.ha else ''}{replicas} "
             f"in {multi.dir} (netpeer dev status)")
         say(f'load the settings with: eval "$(netpeer dev up --sites {",".join(multi.names)})"')
         return 0
@@ -41,6 +50,19 @@ def run(ctx, args, multi: MultiSiteStack, say) -> int:
         return 0
     if args.action == "instance":
         return _instance(ctx, args, multi)
+    if args.action == "site":
+        from netpeer_dev import region
+        if args.site_action == "add":
+            multi = region.add_site(multi, args.name, say)
+            say(f"ready: sites {', '.join(multi.names)} in {multi.dir}; {args.name}'s settings:")
+            stack = multi.stacks[args.name]
+            for line in (f"export NETPEER_ENDPOINT_{args.name.upper()}={stack.endpoint}",
+                         f"export NETPEER_TOKEN_{args.name.upper()}={stack.admin_token()}"):
+                print(line)
+        else:
+            multi = region.retire_site(multi, args.name, say)
+            say(f"retired {args.name}: sites {', '.join(multi.names)} in {multi.dir}")
+        return 0
     return _status(ctx, multi)
 
 
@@ -50,18 +72,21 @@ def _status(ctx, multi: MultiSiteStack) -> int:
 
     def render(d: dict[str, Any]) -> str:
         lines = [f"state dir:  {d['state_dir']}", f"IC NB:      {d['ic_nb']}  (ovn-ic-nbctl --db={d['ic_nb']} show)",
-                 f"IC SB:      {d['ic_sb']}",
-                 output.table(["SITE", "ENDPOINT", "NETPEERD", "OVN NB", "GATEWAY GROUP", "INSTANCES ON"],
-                              [[s["name"], s["endpoint"], f"{s['netpeerd']} {s['netpeerd_pid'] or ''}".strip(),
-                                s["nb_remote"], s["gateway_group"], s["instance_chassis"]] for s in d["sites"]]),
-                 output.table(["DAEMON", "PID", "STATE"],
-                              [[p["name"], str(p["pid"] or ""), p["state"]] for p in d["daemons"]]),
-                 output.table(["SITE", "GATEWAY", "PRIORITY", "STATE", "PORTS"],
-                              [[g["site"], g["chassis"], str(g["priority"]), g["state"], "\n".join(g["ports"])]
-                               for g in d["gateways"]]),
-                 output.table(["SITE", "TO", "WIREGUARD", "STATE", "LATEST HANDSHAKE", "RX", "TX"],
-                              [[t["site"], t["peer"], t["interface"], t["state"], _ago(t["latest_handshake"]),
-                                str(t["rx_bytes"]), str(t["tx_bytes"])] for t in d["tunnels"]])]
+                 f"IC SB:      {d['ic_sb']}"]
+        if d["replicas"] > 1:
+            lines.append(f"stores:     PostgreSQL in {d['postgres']}, a database per site; "
+                         f"{d['replicas']} netpeerd replicas per site")
+        lines += [output.table(["SITE", "ENDPOINT", "NETPEERD", "OVN NB", "GATEWAY GROUP", "INSTANCES ON"],
+                               [[s["name"], s["endpoint"].replace(",", "\n"),
+                                 f"{s['netpeerd']} {s['netpeerd_pid'] or ''}".strip(), s["nb_remote"],
+                                 s["gateway_group"], s["instance_chassis"]] for s in d["sites"]]),
+                  _daemons_table(d),
+                  output.table(["SITE", "GATEWAY", "PRIORITY", "STATE", "PORTS"],
+                               [[g["site"], g["chassis"], str(g["priority"]), g["state"], "\n".join(g["ports"])]
+                                for g in d["gateways"]]),
+                  output.table(["SITE", "TO", "WIREGUARD", "STATE", "LATEST HANDSHAKE", "RX", "TX"],
+                               [[t["site"], t["peer"], t["interface"], t["state"], _ago(t["latest_handshake"]),
+                                 str(t["rx_bytes"]), str(t["tx_bytes"])] for t in d["tunnels"]])]
         if d["instances"]:
             lines.append(_instances_table(d["instances"]))
         return "\n".join(lines)
@@ -69,6 +94,16 @@ def _status(ctx, multi: MultiSiteStack) -> int:
     output.emit(data, ctx.output, render)
     ok = all(p["state"] == "running" for p in data["daemons"]) and all(t["state"] == "up" for t in data["tunnels"])
     return 0 if ok else 3
+
+
+def _daemons_table(d: dict[str, Any]) -> str:
+    """Every process; with replicas, each netpeerd's role (leader: it holds
+    the sweeper lease and runs the site's links)."""
+    from netpeer.cli import output
+    if d["replicas"] > 1:
+        return output.table(["DAEMON", "ROLE", "PID", "STATE"],
+                            [[p["name"], p.get("role", ""), str(p["pid"] or ""), p["state"]] for p in d["daemons"]])
+    return output.table(["DAEMON", "PID", "STATE"], [[p["name"], str(p["pid"] or ""), p["state"]] for p in d["daemons"]])
 
 
 def _ago(ts: float | None) -> str:

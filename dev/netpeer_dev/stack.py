@@ -22,6 +22,18 @@ DEFAULT_STATE_DIR = os.path.join(
     os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "netpeer", "dev")
 
 
+def port_in(path: Path) -> int:
+    """The loopback port recorded in ``path``, or a free one, recorded there."""
+    try:
+        return int(path.read_text())
+    except (FileNotFoundError, ValueError):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        path.write_text(f"{port}\n")
+        return port
+
+
 class DevStack:
     def __init__(self, state_dir: str | os.PathLike | None):
         self.dir = Path(state_dir or os.environ.get("NETPEER_DEV_DIR") or DEFAULT_STATE_DIR).absolute()
@@ -71,14 +83,7 @@ class DevStack:
 
     def metrics_port(self) -> int:
         """A loopback port for netpeerd's metrics, chosen once per state dir."""
-        try:
-            return int(self.metrics_port_file.read_text())
-        except (FileNotFoundError, ValueError):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            self.metrics_port_file.write_text(f"{port}\n")
-            return port
+        return port_in(self.metrics_port_file)
 
     def config(self, sweep_interval: str = "5s") -> Config:
         return Config(listen=self.endpoint, store=self.dir / "netpeer.db", ovn_nb=self.ovn.nb_remote,

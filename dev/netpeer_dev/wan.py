@@ -39,6 +39,7 @@ WG_PORT = 51820
 GENEVE_PORT = 6081
 UNDERLAY = ipaddress.ip_network("10.200.0.0/16")   # site i: 10.200.<i+1>.0/24
 _WAN_PREFIXLEN = 24                                 # site i router: 10.254.0.<i+1>
+_NO_V6 = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
 
 
 class WanError(RuntimeError):
@@ -120,32 +121,51 @@ class Underlay:
         return out
 
     # ------------------------------------------------------------ build
+    def site_namespaces(self, p: SitePlan) -> list[str]:
+        """The namespaces of one site: its router, then its chassis."""
+        return [self.netns(p.name, "rt")] + [self.netns(p.name, role) for role in p.roles]
+
     def build(self) -> None:
         """Create the namespaces, bridges and veths (not the WireGuard
         interfaces: wireguard-go makes those). Refuses when one exists."""
         for ns in self.namespaces():
             if netns_exists(ns):
                 raise WanError(f"network namespace {ns} already exists: stop that stack first (netpeer dev down)")
-        ip_batch([f"netns add {ns}" for ns in self.namespaces()])
-        no_v6 = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
         wan = self.wan_netns
-        wan_cmds = ["link set lo up", "link add wan type bridge", "link set wan up"]
-        _sysctl(wan, no_v6)
+        ip_batch([f"netns add {wan}"])
+        _sysctl(wan, _NO_V6)
+        ip_batch(["link set lo up", "link add wan type bridge", "link set wan up"], netns=wan)
         for p in self.plans:
-            rt = self.netns(p.name, "rt")
-            _sysctl(rt, {**no_v6, "net.ipv4.ip_forward": "1"})
-            cmds = ["link set lo up", "link add lan type bridge", f"addr add {p.router_lan_ip}/24 dev lan",
-                    "link set lan up",
-                    f"link add wan0 type veth peer name {p.name} netns {wan}",
-                    f"addr add {p.wan_ip}/{_WAN_PREFIXLEN} dev wan0", "link set wan0 up"]
-            for role in p.roles:
-                cmds += [f"link add {role} type veth peer name phy0 netns {self.netns(p.name, role)}",
-                         f"link set {role} master lan", f"link set {role} up"]
-            ip_batch(cmds, netns=rt)
-            wan_cmds += [f"link set {p.name} master wan", f"link set {p.name} up"]
-            for role in p.roles:
-                ip_batch(["link set lo up", "link set phy0 up"], netns=self.netns(p.name, role))
-        ip_batch(wan_cmds, netns=wan)
+            self.build_site(p)
+
+    def build_site(self, p: SitePlan) -> None:
+        """One site's namespaces: its router (with its port on the WAN
+        bridge) and chassis; the WAN must exist. Refuses when one exists."""
+        for ns in self.site_namespaces(p):
+            if netns_exists(ns):
+                raise WanError(f"network namespace {ns} already exists: stop that stack first (netpeer dev down)")
+        wan = self.wan_netns
+        ip_batch([f"netns add {ns}" for ns in self.site_namespaces(p)])
+        rt = self.netns(p.name, "rt")
+        _sysctl(rt, {**_NO_V6, "net.ipv4.ip_forward": "1"})
+        cmds = ["link set lo up", "link add lan type bridge", f"addr add {p.router_lan_ip}/24 dev lan",
+                "link set lan up",
+                f"link add wan0 type veth peer name {p.name} netns {wan}",
+                f"addr add {p.wan_ip}/{_WAN_PREFIXLEN} dev wan0", "link set wan0 up"]
+        for role in p.roles:
+            cmds += [f"link add {role} type veth peer name phy0 netns {self.netns(p.name, role)}",
+                     f"link set {role} master lan", f"link set {role} up"]
+        ip_batch(cmds, netns=rt)
+        ip_batch([f"link set {p.name} master wan", f"link set {p.name} up"], netns=wan)
+        for role in p.roles:
+            ip_batch(["link set lo up", "link set phy0 up"], netns=self.netns(p.name, role))
+
+    def forget_routes(self, gone: SitePlan) -> None:
+        """Every router of the stack stops routing to ``gone``'s underlay (a
+        retired site; its own namespaces are deleted apart)."""
+        for p in self.plans:
+            if p.name != gone.name and netns_exists(self.netns(p.name, "rt")):
+                ip_batch([f"route flush {gone.lan}"], netns=self.netns(p.name, "rt"))
 
     def delete(self, namespaces: Iterable[str]) -> list[str]:
         """Delete those of ``namespaces`` that carry this stack's prefix; the errors, one line each."""

@@ -281,6 +281,24 @@ class WireGuard:
             lines += [f"allowed_ip={cidr}" for cidr in peer.allowed_ips]
         uapi(self.uapi_socket, "\n".join(lines) + "\n\n")
 
+    def add_peers(self, peers: Iterable[Peer]) -> None:
+        """Adds (or updates) these peers, leaving the others and their
+        sessions alone (``wg set IFACE peer KEY endpoint ... allowed-ips ...``)."""
+        lines = ["set=1"]
+        for peer in peers:
+            lines += [f"public_key={peer.public_key.hex()}", f"endpoint={peer.endpoint}", "replace_allowed_ips=true"]
+            lines += [f"allowed_ip={cidr}" for cidr in peer.allowed_ips]
+        if len(lines) > 1:
+            uapi(self.uapi_socket, "\n".join(lines) + "\n\n")
+
+    def remove_peers(self, public_keys: Iterable[bytes]) -> None:
+        """Removes these peers (``wg set IFACE peer KEY remove``)."""
+        lines = ["set=1"]
+        for key in public_keys:
+            lines += [f"public_key={key.hex()}", "remove=true"]
+        if len(lines) > 1:
+            uapi(self.uapi_socket, "\n".join(lines) + "\n\n")
+
     def set_keepalive(self, public_keys: Iterable[bytes], interval: int) -> None:
         """Persistent keepalive of ``interval`` seconds towards these peers.
         Setting it sends a keepalive at once, which starts a handshake."""

@@ -15,6 +15,7 @@ from google.protobuf import field_mask_pb2
 
 from netpeer.api import convert
 from netpeer.api.errors import from_rpc_error
+from netpeer.api.intake import ANSWER_BYTES
 from netpeer.core.validate import format_duration
 from netpeer.errors import InvalidArgument, Unavailable
 from netpeer.v1 import netpeer_pb2 as pb
@@ -107,6 +108,10 @@ def endpoints(value: str) -> list[str]:
     return items
 
 
+#: Whatever netpeerd may answer (gRPC's default receive limit is 4 MiB).
+_OPTIONS = [("grpc.max_receive_message_length", ANSWER_BYTES)]
+
+
 def channel(endpoint: str, ca_cert: str | None = None, client_cert: str | None = None,
             client_key: str | None = None) -> grpc.Channel:
     """A channel to ``endpoint`` (``host:port`` or ``unix:///path``); TLS when
@@ -121,8 +126,8 @@ def channel(endpoint: str, ca_cert: str | None = None, client_cert: str | None =
                 return None
             return value.encode() if "-----BEGIN" in value else open(os.path.expanduser(value), "rb").read()
         creds = grpc.ssl_channel_credentials(pem(ca_cert), pem(client_key), pem(client_cert))
-        return grpc.secure_channel(endpoint, creds)
-    return grpc.insecure_channel(endpoint)
+        return grpc.secure_channel(endpoint, creds, options=_OPTIONS)
+    return grpc.insecure_channel(endpoint, options=_OPTIONS)
 
 
 #: Calls that change nothing: retried on the next endpoint after any UNAVAILABLE.
@@ -258,14 +263,22 @@ class Client:
 
         def report(r):
             return {"expired": r.expired, "repaired_rows": r.repaired_rows, "errors": r.errors}
-        return {"version": s.version, "dataplane_connected": s.dataplane_connected, "sweeps": s.sweeps,
+        return {"version": s.version, "dataplane": s.dataplane, "dataplane_connected": s.dataplane_connected,
+                "sweeps": s.sweeps,
                 "last_sweep": report(s.last_sweep) if s.HasField("last_sweep") else None,
                 "last_sweep_start_time": _time(s, "last_sweep_start_time"),
                 "last_sweep_end_time": _time(s, "last_sweep_end_time"),
                 "sweep_totals": report(s.sweep_totals), "replica": s.replica, "leader": s.leader,
                 "leading": bool(s.replica) and s.replica == s.leader, "site": s.site,
                 "sites": [{"site": x.site, "reachable": x.reachable, "last_ok_time": _time(x, "last_ok_time"),
-                           "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures}
+                           "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures,
+                           "capacity": x.capacity, "slots_used": x.slots_used,
+                           "top_namespaces": [{"namespace": t.namespace, "slots": t.slots}
+                                              for t in x.top_namespaces],
+                           "bytes_sent": x.bytes_sent, "bytes_received": x.bytes_received,
+                           "resyncs_sent": x.resyncs_sent, "resyncs_received": x.resyncs_received,
+                           "pending_changes": x.pending_changes, "diverged": x.diverged,
+                           "items_told": x.items_told, "items_held": x.items_held}
                           for x in s.sites]}
 
     # networks

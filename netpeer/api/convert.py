@@ -9,7 +9,8 @@ from datetime import datetime, timedelta, timezone
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from netpeer.core.models import Event, EventType, Network, Peering, Phase, Route, Token
-from netpeer.core.validate import TTL_MAX, TTL_MIN, format_duration
+from netpeer.core.sides import Delta, Digest, ItemKey, Sync, ToldHalf, ToldNetwork
+from netpeer.core.validate import NAME_MAX, TTL_MAX, TTL_MIN, format_duration
 from netpeer.errors import InvalidArgument
 from netpeer.service import NetworkView, ServerStatus
 from netpeer.v1 import netpeer_pb2 as pb
@@ -66,9 +67,15 @@ def duration(value: timedelta) -> duration_pb2.Duration:
 
 def ttl_from_pb(value: duration_pb2.Duration) -> timedelta:
     """A TTL from the wire. Negative and out-of-range durations are refused
-    here, before ``timedelta`` (which overflows past 999999999 days) sees them."""
-    shown = f"{value.seconds}s" if not value.nanos else f"{value.seconds}.{value.nanos:09d}s"
-    if value.seconds < 0 or value.nanos < 0:
+    here, before ``timedelta`` (which overflows past 999999999 days) sees them,
+    and so are nanos outside a second (protobuf's rule: ``ToTimedelta`` would
+    add 2e9 of them as two seconds)."""
+    seconds, nanos = value.seconds, value.nanos
+    if not 0 <= nanos <= 999_999_999:   # negative, or more than a second of them: no TTL, refused as sent
+        raise InvalidArgument.for_field("ttl", f"{seconds}s and {nanos} ns",
+                                        "must be positive, with nanos from 0 to 999999999")
+    shown = f"{seconds}s" if not nanos else f"{seconds}.{nanos:09d}s"
+    if seconds < 0:
         raise InvalidArgument.for_field("ttl", shown, "must be positive")
     if not TTL_MIN.total_seconds() <= value.seconds <= TTL_MAX.total_seconds():
         # 1 ns is not "unset" (it silently became the 7-day default) and is
@@ -121,12 +128,18 @@ def event_to_pb(e: Event) -> pb.WatchEvent:
     return out
 
 
+# namespaces/{namespace}/networks/{network}, names of at most NAME_MAX characters.
+_WATCH_PARENT_MAX = len("namespaces//networks/") + 2 * NAME_MAX
+
+
 def bookmark(revision: int) -> pb.WatchEvent:
     return pb.WatchEvent(revision=revision, type=pb.WatchEvent.BOOKMARK)
 
 
 def parse_watch_parent(value: str) -> tuple[str, str | None]:
     """namespaces/NS or namespaces/NS/networks/NET."""
+    if len(value) > _WATCH_PARENT_MAX:   # refused before any copy of it is made
+        raise InvalidArgument.for_field("parent", value, f"is longer than {_WATCH_PARENT_MAX} characters")
     if value.count("/") >= 3:
         ns, net = parse_network_name("parent", value)
         return ns, net
@@ -174,7 +187,7 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
     sweeps = status.sweeps
     out = pb.ServerStatus(version=status.version, dataplane_connected=status.dataplane_connected,
                           sweeps=sweeps.sweeps, sweep_totals=report(sweeps.totals), replica=status.replica,
-                          leader=status.leader)
+                          leader=status.leader, dataplane=status.dataplane)
     if sweeps.last is not None:
         out.last_sweep.CopyFrom(report(sweeps.last))
         out.last_sweep_start_time.CopyFrom(ts(sweeps.last_started))
@@ -182,7 +195,13 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
     out.site = status.site
     for link in status.links:
         item = out.sites.add(site=link.site, reachable=link.reachable, last_error=link.last_error,
-                             exchanges=link.exchanges, failures=link.failures)
+                             exchanges=link.exchanges, failures=link.failures, capacity=link.capacity,
+                             slots_used=link.slots_used, bytes_sent=link.bytes_sent,
+                             bytes_received=link.bytes_received, resyncs_sent=link.resyncs_sent,
+                             resyncs_received=link.resyncs_received, pending_changes=link.pending,
+                             diverged=link.diverged, items_told=link.told, items_held=link.mirrored)
+        for namespace, slots in link.top_namespaces:
+            item.top_namespaces.add(namespace=namespace, slots=slots)
         if link.last_ok is not None:
             item.last_ok_time.CopyFrom(ts(link.last_ok))
     return out
@@ -192,36 +211,53 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
 _PHASE_OF = {v: k for k, v in _PHASES.items()}
 
 
-def site_view_to_pb(view, to_site: str) -> pb.SiteExchange:
-    out = pb.SiteExchange(site=view.site, to_site=to_site)
-    for n, slot in view.networks:
-        item = out.networks.add(namespace=n.namespace, name=n.name, uid=n.uid,
-                                prefixes=[str(x) for x in n.prefixes])
-        if slot is not None:
-            item.attachment = slot
-    for h in view.halves:
-        out.halves.add(namespace=h.namespace, network=h.network, name=h.name, remote_namespace=h.remote_namespace,
-                       remote_network=h.remote_network, network_uid=h.network_uid, remote_uid=h.remote_uid or "",
-                       create_time=ts(h.create_time), phase=_PHASES[h.phase], conflicts=list(h.conflicts),
-                       ready=h.ready)
+def sync_to_pb(msg: Sync) -> pb.SiteSync:
+    d = msg.delta
+    out = pb.SiteSync(site=msg.site, to_site=msg.to_site, ack_stream=msg.ack_stream, ack=msg.ack,
+                      want_full=msg.want_full)
+    delta = out.delta
+    delta.stream, delta.since, delta.head, delta.full = d.stream, d.since, d.head, d.full
+    delta.digest_count, delta.digest_xor = d.digest.count, d.digest.xor.to_bytes(16, "big")
+    for key, item in d.items:
+        if item is None:
+            delta.removed.add(kind=key.kind, namespace=key.namespace, network=key.network, name=key.name)
+        elif isinstance(item, ToldNetwork):
+            n = delta.networks.add(namespace=item.namespace, name=item.name, uid=item.uid,
+                                   prefixes=list(item.prefixes))
+            if item.slot is not None:
+                n.attachment = item.slot
+        else:
+            delta.halves.add(namespace=item.namespace, network=item.network, name=item.name,
+                             remote_namespace=item.remote_namespace, remote_network=item.remote_network,
+                             network_uid=item.network_uid, remote_uid=item.remote_uid,
+                             create_time=ts(item.create_time), phase=_PHASES[item.phase],
+                             conflicts=list(item.conflicts), ready=item.ready)
     return out
 
 
-def site_view_from_pb(msg: pb.SiteExchange):
-    """A ``SiteView`` from the wire, from the teller's perspective: its halves
-    name networks of ``msg.to_site``."""
-    from netpeer.service.sites import SiteView
-    networks = tuple((Network(n.namespace, n.name, n.uid, tuple(n.prefixes)),
-                      n.attachment if n.HasField("attachment") else None) for n in msg.networks)
-    halves = []
-    for h in msg.halves:
+def sync_from_pb(msg: pb.SiteSync) -> Sync:
+    """A ``Sync`` from the wire; its items are checked when taken in
+    (``netpeer.service.sitelog``), only their shape here."""
+    d = msg.delta
+    if len(d.digest_xor) not in (0, 16):
+        raise InvalidArgument.for_field("delta.digest_xor", len(d.digest_xor), "must be 16 bytes")
+    items: list = []
+    for r in d.removed:
+        items.append((ItemKey(r.kind, r.namespace, r.network, r.name), None))
+    for n in d.networks:
+        item = ToldNetwork(n.namespace, n.name, n.uid, tuple(n.prefixes),
+                           n.attachment if n.HasField("attachment") else None)
+        items.append((item.key, item))
+    for h in d.halves:
         if h.phase not in _PHASE_OF:
-            raise InvalidArgument.for_field("halves.phase", h.phase, "is not a phase")
-        halves.append(Peering(h.namespace, h.network, h.name, h.remote_namespace, h.remote_network, h.network_uid,
-                              h.remote_uid or None, phase=_PHASE_OF[h.phase],
-                              create_time=h.create_time.ToDatetime(timezone.utc), conflicts=tuple(h.conflicts),
-                              ready=h.ready, remote_site=msg.to_site))
-    return SiteView(msg.site, networks, tuple(halves))
+            raise InvalidArgument.for_field("delta.halves.phase", h.phase, "is not a phase")
+        item = ToldHalf(h.namespace, h.network, h.name, h.remote_namespace, h.remote_network, h.network_uid,
+                        h.remote_uid, h.create_time.ToDatetime(timezone.utc), _PHASE_OF[h.phase],
+                        tuple(h.conflicts), h.ready)
+        items.append((item.key, item))
+    delta = Delta(d.stream, d.since, d.head, Digest(d.digest_count, int.from_bytes(d.digest_xor or b"", "big")),
+                  tuple(items), d.full)
+    return Sync(msg.site, msg.to_site, delta, msg.ack_stream, msg.ack, msg.want_full)
 
 
 def token_to_pb(t: Token) -> pb.TokenInfo:

@@ -2,7 +2,7 @@
 standard health and reflection services so grpcurl and load balancers work.
 
 An asyncio server (``grpc.aio``) in a thread of its own: a stream that sits
-idle (reflection, health, later watches) costs a coroutine, never a thread,
+idle (reflection, health, watches) costs a coroutine, never a thread,
 so no number of idle or slow streams, authenticated or not, can take the
 capacity the tenants' calls need. The blocking work of a call (the store,
 OVN) runs on worker pools, reads and writes apart: writers blocked on a
@@ -14,11 +14,10 @@ limits bound what one connection may hold (streams, idle time, age).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
-import ipaddress
 import logging
-import socket
 import threading
 import time
 from concurrent import futures
@@ -28,10 +27,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from netpeer import errors
-from netpeer.api import convert
+from netpeer.api import convert, intake
 from netpeer.api.errors import code_for
-from netpeer.api.notifier import Notifier
 from netpeer.api.servicers import READ, WRITE, NetworkHandlers, StatusHandlers, TokenHandlers
+from netpeer.api.watch import EncodedWatch, Watches
+from netpeer.core.models import WatchLimits
+from netpeer.listen import check_listen, is_local_address
 from netpeer.observe import logs
 from netpeer.observe.metrics import NONE
 from netpeer.service import Service
@@ -39,6 +40,11 @@ from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 
 LOG = logging.getLogger(__name__)
+
+#: A refusal that says when to retry (``ResourceExhausted.retry_after``) is
+#: answered after that long, at most this long (s), or just before the
+#: caller's deadline.
+REFUSAL_DELAY_S = 1.0
 
 SERVICES = ("netpeer.v1.NetworkService", "netpeer.v1.TokenService", "netpeer.v1.StatusService")
 
@@ -57,9 +63,30 @@ class Limits:
     connection_age_s: int = 3600      # every connection is closed (GOAWAY) after this ...
     connection_age_grace_s: int = 60  # ... leaving its calls this long to finish
     keepalive_s: int = 60             # the server pings idle connections this often
-    max_message_bytes: int = 4 << 20
+    # The most a request may weigh (bytes): request_bytes, or what larger_requests names for its method;
+    # each above the largest request the method can legitimately be sent (names of 63 characters,
+    # descriptions of 1,024 characters of 4 bytes, 16 subnets and 256 routes, 1,000 requests in a batch:
+    # tests/unit/test_intake.py builds them). A larger request is refused unparsed (netpeer.api.intake).
+    request_bytes: int = 4 << 10                                         # the others: at most 253 bytes
+    larger_requests: tuple[tuple[str, int], ...] = (
+        ("/netpeer.v1.NetworkService/CreateNetwork", 64 << 10),          # at most 27.7 KB
+        ("/netpeer.v1.NetworkService/UpdateNetwork", 64 << 10),          # 27.6 KB
+        ("/netpeer.v1.NetworkService/CreatePeering", 12 << 10),          # 4.5 KB
+        ("/netpeer.v1.NetworkService/UpdatePeering", 12 << 10),          # 5.1 KB (a Peering as read)
+        ("/netpeer.v1.NetworkService/BatchCreatePeerings", 6 << 20),     # 4.5 MB
+        ("/netpeer.v1.TokenService/CreateToken", 128 << 10))             # 69 KB with 1,000 namespaces
+    # The most one answer may weigh (a batch of 1,000 peerings: 5.1 MB; a network with 500 Bound peers
+    # of 272 prefixes each: 6.3 MB); a larger one is an error of one line (RESOURCE_EXHAUSTED), never sent.
+    answer_bytes: int = intake.ANSWER_BYTES
+
+    def request_limit(self, method: str) -> int:
+        """The most a request of ``method`` (``/package.Service/Method``) may weigh."""
+        return dict(self.larger_requests).get(method, self.request_bytes)
 
     def options(self) -> list[tuple[str, int]]:
+        # gRPC's own limits are the last resort: above the largest request any method takes, gRPC
+        # refuses it without reading it (RESOURCE_EXHAUSTED, not counted in the metrics).
+        largest = max([self.request_bytes] + [limit for _, limit in self.larger_requests])
         return [("grpc.max_concurrent_streams", self.streams_per_connection),
                 ("grpc.max_connection_idle_ms", self.connection_idle_s * 1000),
                 ("grpc.max_connection_age_ms", self.connection_age_s * 1000),
@@ -67,8 +94,8 @@ class Limits:
                 ("grpc.keepalive_time_ms", self.keepalive_s * 1000),
                 ("grpc.keepalive_timeout_ms", 20_000),
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-                ("grpc.max_receive_message_length", self.max_message_bytes),
-                ("grpc.max_send_message_length", self.max_message_bytes)]
+                ("grpc.max_receive_message_length", largest),
+                ("grpc.max_send_message_length", self.answer_bytes)]
 
 
 def _token(context) -> str | None:
@@ -92,13 +119,6 @@ class _Pools:
         self.write.shutdown(wait=False, cancel_futures=True)
 
 
-def _metadata(context, key: str) -> str | None:
-    for k, v in context.invocation_metadata() or ():
-        if k == key:
-            return v
-    return None
-
-
 async def abort(context, code: grpc.StatusCode, message: str, trailer) -> None:
     """Ends the call with ``code`` (raises ``AbortError``, as ``context.abort``
     does). A caller that already gave up (its deadline passed while the call
@@ -112,15 +132,21 @@ async def abort(context, code: grpc.StatusCode, message: str, trailer) -> None:
         raise asyncio.CancelledError() from None
 
 
-def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
+def _unary(service: Service, pools: _Pools, kind: str, fn, metrics, limits: Limits, oversize: intake.Sparse):
     """An async gRPC method: authenticates on the read pool, runs ``fn`` on
     the pool of its kind, and maps every netpeer error to its status code;
-    anything else is logged and answered INTERNAL. Every answer carries the
-    call's request id in its trailing metadata; its logs carry it too."""
+    anything else is logged and answered INTERNAL. An answer larger than
+    ``limits.answer_bytes`` is not sent: RESOURCE_EXHAUSTED. Every answer
+    carries the call's request id in its trailing metadata; its logs carry
+    it too. Errors end the call without raising (``intake.fail``)."""
+
+    def answer(request, caller):   # sized where it was made, off the event loop
+        out = fn(request, caller)
+        return out, out.ByteSize()
 
     async def method(self, request, context):
         loop = asyncio.get_running_loop()
-        rid = logs.new_request_id(_metadata(context, logs.REQUEST_ID_KEY))
+        rid = logs.new_request_id(intake.metadata(context, logs.REQUEST_ID_KEY))
         logs.request_id.set(rid)
         trailer = ((logs.REQUEST_ID_KEY, rid),)
         started, code = time.perf_counter(), "OK"
@@ -128,29 +154,39 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
         def run(pool, call, *args):   # the executor thread sees the request id too
             return loop.run_in_executor(pool, contextvars.copy_context().run, call, *args)
         try:
-            caller = await run(pools.read, service.authenticate, _token(context))
-            remaining = context.time_remaining()
-            if remaining is not None and remaining <= 0:
-                # Queued behind others until the caller gave up: do not act on it any more.
-                code = "DEADLINE_EXCEEDED"
-                await abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran",
-                             trailer)
-            answer = await run(pools.of(kind), fn, request, caller)
-            context.set_trailing_metadata(trailer)
-            return answer
-        except errors.NetpeerError as exc:
-            code = code_for(exc).name
-            await abort(context, code_for(exc), exc.message, trailer)
-        except asyncio.CancelledError:
-            code = "CANCELLED"
-            raise
-        except Exception as exc:
-            if isinstance(exc, grpc.aio.AbortError):
+            try:
+                caller = await run(pools.read, service.authenticate, _token(context))
+                remaining = context.time_remaining()
+                if remaining is not None and remaining <= 0:
+                    # Queued behind others until the caller gave up: do not act on it any more.
+                    status, message = grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran"
+                else:
+                    out, size = await run(pools.of(kind), answer, request, caller)
+                    if size <= limits.answer_bytes:
+                        context.set_trailing_metadata(trailer)
+                        return out
+                    status = grpc.StatusCode.RESOURCE_EXHAUSTED
+                    message = (f"answer: {size:,} bytes is more than netpeerd sends in one answer "
+                               f"({limits.answer_bytes:,} bytes at most)"
+                               + ("; the call itself was carried out" if kind == WRITE else ""))
+                    oversize.note(f"{fn.__name__}: {message} [request {rid}]")
+            except errors.NetpeerError as exc:
+                status, message = code_for(exc), exc.message
+                delay = getattr(exc, "retry_after", None)
+                if delay:
+                    # A budget's refusal (netpeer.service.budget) is answered after a while, on this loop: a
+                    # client that calls again at once, whatever it is told, costs netpeerd a timer, not a core.
+                    remaining = context.time_remaining()
+                    await asyncio.sleep(max(0.0, min(delay, REFUSAL_DELAY_S,
+                                                     remaining if remaining else delay) - 0.05))
+            except asyncio.CancelledError:
+                code = "CANCELLED"
                 raise
-            code = "INTERNAL"
-            LOG.exception("internal error in %s", fn.__name__)
-            await abort(context, grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})",
-                         trailer)
+            except Exception:
+                LOG.exception("internal error in %s", fn.__name__)
+                status, message = grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})"
+            code = status.name
+            intake.fail(context, status, message, trailer)
         finally:
             metrics.rpc(fn.__name__, code, time.perf_counter() - started)
 
@@ -158,86 +194,65 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics):
     return method
 
 
-def _watch(service: Service, pools: _Pools, notifier: Notifier):
-    """The Watch stream: re-authenticates and reads the next changes on the
-    read pool, so an idle watcher holds a coroutine and nothing else, and a
-    slow one only ever waits on its own stream."""
+def _watch(service: Service, pools: _Pools, watches: Watches, metrics):
+    """The Watch stream. The call is authenticated, parsed and authorized
+    before anything is kept for it (a refused call holds nothing); then
+    ``watches`` admits it within its caps and hands it events already
+    encoded (``netpeer.api.watch``). Counted in the RPC metrics when it ends."""
 
-    async def Watch(self, request, context):
-        loop = asyncio.get_running_loop()
-        token = _token(context)
-        notifier.watchers += 1
+    async def serve(request, token: str | None):
+        caller = await asyncio.get_running_loop().run_in_executor(
+            pools.read, contextvars.copy_context().run, service.authenticate, token)
+        ns, network = convert.parse_watch_parent(request.parent)
+        since = request.since_revision if request.HasField("since_revision") else None
+        if since is not None and since < 0:
+            raise errors.InvalidArgument.for_field("since_revision", since, "must be a revision (0 or more)")
+        service.check_watch(caller, ns, network)
+        async with contextlib.aclosing(watches.stream(caller, token, ns, network, since)) as stream:
+            async for message in stream:
+                yield message
+
+    async def Watch(request, context):
+        rid = logs.new_request_id(intake.metadata(context, logs.REQUEST_ID_KEY))
+        logs.request_id.set(rid)
+        code, failure = "OK", None
         try:
-            caller = await loop.run_in_executor(pools.read, service.authenticate, token)
-            ns, network = convert.parse_watch_parent(request.parent)
-            since = request.since_revision if request.HasField("since_revision") else None
-            if since is not None and since < 0:
-                raise errors.InvalidArgument.for_field("since_revision", since, "must be a revision (0 or more)")
-            if since is None:
-                head = await loop.run_in_executor(pools.read, service.head_revision)
-                await loop.run_in_executor(pools.read, service.watch, caller, ns, network, head)   # authorizes
-                yield convert.bookmark(head)
-                since = head
-            while True:
-                woken = notifier.event_for(ns)
-                # Every round re-authenticates: a revoked token ends its watches.
-                caller = await loop.run_in_executor(pools.read, service.authenticate, token)
-                events = await loop.run_in_executor(pools.read, service.watch, caller, ns, network, since)
-                for event in events:
-                    yield convert.event_to_pb(event)
-                    since = event.revision
-                if len(events) < service.WATCH_BATCH:
-                    try:
-                        await asyncio.wait_for(woken.wait(), notifier.SAFETY)
-                    except asyncio.TimeoutError:
-                        pass
+            async with contextlib.aclosing(serve(request, _token(context))) as stream:
+                async for message in stream:
+                    yield message
         except errors.NetpeerError as exc:
-            await abort(context, code_for(exc), exc.message, ())
+            failure = code_for(exc), exc.message
+        except (asyncio.CancelledError, GeneratorExit):
+            code = "CANCELLED"
+            raise
         except Exception:
             LOG.exception("internal error in Watch")
-            await abort(context, grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log", ())
+            failure = grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})"
         finally:
-            notifier.watchers -= 1
+            metrics.stream_ended("Watch", failure[0].name if failure else code)
+        if failure is None:
+            return
+        # gRPC keeps an abort's exception, and with it this frame, in a cycle
+        # of references until a full collection, which a busy netpeerd seldom
+        # makes: the request (up to 4 MB) must not be in the frame then (a
+        # flood of invalid watches grew netpeerd by 8 MB a call).
+        del request
+        await abort(context, failure[0], failure[1], ((logs.REQUEST_ID_KEY, rid),))
 
     return Watch
 
 
-def _servicer(base: type, handlers: object, service: Service, pools: _Pools, notifier: Notifier, metrics):
+def _servicer(base: type, handlers: object, service: Service, pools: _Pools, metrics, limits: Limits,
+              oversize: intake.Sparse):
     """An instance of the generated servicer ``base`` whose methods are the
-    handlers of ``handlers``."""
+    handlers of ``handlers`` (Watch apart: ``EncodedWatch``)."""
     methods = {}
     for name in dir(handlers):
         fn = getattr(handlers, name)
         kind = getattr(fn, "netpeer_kind", None)
         if kind in (READ, WRITE):
-            methods[name] = _unary(service, pools, kind, fn, metrics)
-    if base is pb_grpc.NetworkServiceServicer:
-        methods["Watch"] = _watch(service, pools, notifier)
+            methods[name] = _unary(service, pools, kind, fn, metrics, limits, oversize)
     return type(base.__name__, (base,), methods)()
-
-
-def is_local_address(address: str) -> bool:
-    """Unix sockets, and addresses whose host resolves to loopback only, may
-    run without TLS. The check is on the resolved addresses, never on the
-    spelling: ``127.0.0.1.evil.example`` resolving elsewhere is not loopback."""
-    if address.startswith("unix:"):
-        return True
-    host = address.rsplit(":", 1)[0].strip("[]")
-    if not host:
-        return False
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError):
-        return False
-    resolved = {info[4][0] for info in infos}
-    return bool(resolved) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in resolved)
-
-
-def check_listen(address: str, tls: bool) -> None:
-    """Refuses a plaintext listener anywhere but loopback or a unix socket."""
-    if not tls and not is_local_address(address):
-        raise errors.InvalidArgument.for_field(
-            "listen", address, "is not loopback or a unix socket: configure [tls] cert and key")
 
 
 class Server:
@@ -246,14 +261,14 @@ class Server:
 
     def __init__(self, service: Service, address: str, *, tls_cert: bytes | None = None,
                  tls_key: bytes | None = None, client_ca: bytes | None = None, limits: Limits = Limits(),
-                 metrics=NONE):
+                 metrics=NONE, watch: WatchLimits = WatchLimits()):
         check_listen(address, tls=tls_cert is not None)
         self.service = service
         self.metrics = metrics
         self.address = address
         self.limits = limits
         self._pools = _Pools(limits)
-        self.notifier = Notifier()
+        self.watches = Watches(service, self._pools.read, watch)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-aio", daemon=True)
         self._thread.start()
@@ -267,13 +282,19 @@ class Server:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _build(self, tls_cert, tls_key, client_ca) -> int:
-        self._server = grpc.aio.server(options=self.limits.options())
+        # Every request of every service passes the intake first (sizes, malformed requests).
+        self.intake = intake.Intake(self.limits.request_limit, self.metrics)
+        oversize = intake.Sparse("answers larger than netpeerd sends")
+        self._server = grpc.aio.server(options=self.limits.options(), interceptors=[self.intake])
         for base, adder, handlers in (
                 (pb_grpc.NetworkServiceServicer, pb_grpc.add_NetworkServiceServicer_to_server, NetworkHandlers),
                 (pb_grpc.TokenServiceServicer, pb_grpc.add_TokenServiceServicer_to_server, TokenHandlers),
                 (pb_grpc.StatusServiceServicer, pb_grpc.add_StatusServiceServicer_to_server, StatusHandlers)):
-            adder(_servicer(base, handlers(self.service), self.service, self._pools, self.notifier, self.metrics),
-                  self._server)
+            target = self._server
+            if base is pb_grpc.NetworkServiceServicer:   # Watch's messages are encoded once, for every watcher
+                target = EncodedWatch(target, _watch(self.service, self._pools, self.watches, self.metrics))
+            adder(_servicer(base, handlers(self.service), self.service, self._pools, self.metrics, self.limits,
+                            oversize), target)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         for name in ("",) + SERVICES:   # until the first health check says otherwise
@@ -318,14 +339,16 @@ class Server:
         self._call(self._server.start())
         serving = self._call(self._check_health(None))   # answered right from the start
         self._health_task = asyncio.run_coroutine_threadsafe(self._watch_health(serving), self._loop)
-        self._poke = lambda: self._loop.call_soon_threadsafe(self.notifier.poke)
+        notifier = self.watches.notifier
+        self._poke = lambda: self._loop.call_soon_threadsafe(notifier.poke)
         self.service.writes.on_commit.append(self._poke)
 
         async def changed(after):
             return await asyncio.get_running_loop().run_in_executor(self._pools.read,
                                                                     self.service.namespaces_changed, after)
-        self._notifier_task = asyncio.run_coroutine_threadsafe(self.notifier.run(changed), self._loop)
-        self.service.tokens.on_revoke.append(lambda: self._loop.call_soon_threadsafe(self.notifier.wake_all))
+        self._notifier_task = asyncio.run_coroutine_threadsafe(notifier.run(changed), self._loop)
+        self._reauth_task = asyncio.run_coroutine_threadsafe(self.watches.reauthenticate(), self._loop)
+        self.service.tokens.on_revoke.append(lambda: self._loop.call_soon_threadsafe(self.watches.revoked))
         return self
 
     def set_serving(self, serving: bool) -> None:
@@ -341,7 +364,8 @@ class Server:
         """Stops serving (calls in flight get ``grace`` seconds); returns a set Event."""
         if getattr(self, "_poke", None) in self.service.writes.on_commit:
             self.service.writes.on_commit.remove(self._poke)
-        for task in (getattr(self, "_health_task", None), getattr(self, "_notifier_task", None)):
+        for task in (getattr(self, "_health_task", None), getattr(self, "_notifier_task", None),
+                     getattr(self, "_reauth_task", None)):
             if task is not None:
                 task.cancel()
         try:

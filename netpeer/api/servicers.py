@@ -14,6 +14,13 @@ from netpeer.v1 import netpeer_pb2 as pb
 
 READ, WRITE = "read", "write"
 
+#: A list answer stops before it passes this size (AIP-158: a page may hold
+#: fewer than page_size items; next_page_token says more follow): a page of
+#: 1,000 networks of 256 routes and 100 peerings each would be 53 MB. It
+#: holds one item at least, and so stays readable by clients with gRPC's
+#: default limit of 4 MiB unless that one alone is larger.
+PAGE_BYTES = 2 << 20
+
 
 def handler(kind: str):
     """Marks a method as a unary handler that reads or writes."""
@@ -30,6 +37,20 @@ def _mask(update_mask, allowed: tuple[str, ...], default: tuple[str, ...] | None
         if p not in allowed:
             raise errors.InvalidArgument.for_field("update_mask", p, f"is not updatable; use one of {', '.join(allowed)}")
     return paths or set(default or allowed)
+
+
+def _page(items: list, to_pb, size: int) -> tuple[list, bool]:
+    """The messages of the first items (at most ``size``, and as many as fit
+    in PAGE_BYTES but at least one) of ``items`` (the next ``size + 1``), and
+    whether more follow."""
+    out, total = [], 0
+    for item in items[:size]:
+        message = to_pb(item)
+        total += message.ByteSize()
+        if out and total > PAGE_BYTES:
+            break
+        out.append(message)
+    return out, len(out) < len(items)
 
 
 def _peering_request(request) -> batch.PeeringRequest:
@@ -63,14 +84,13 @@ class NetworkHandlers:
     def ListNetworks(self, request, caller: Caller):
         ns = convert.parse_namespace("parent", request.parent)
         size = convert.page_size(request.page_size)
-        revision = self.service.head_revision()   # read first: a watch from it misses nothing the list lacks
+        revision = self.service.head_revision(caller, ns)   # first: a watch from it misses nothing the list lacks
         views = self.service.list_networks(caller, ns, after=convert.decode_page_token(request.page_token),
                                            limit=size + 1)
-        more = len(views) > size
-        views = views[:size]
+        networks, more = _page(views, convert.network_to_pb, size)
         return pb.ListNetworksResponse(
-            networks=[convert.network_to_pb(v) for v in views], revision=revision,
-            next_page_token=convert.encode_page_token(views[-1].network.name) if more else "")
+            networks=networks, revision=revision,
+            next_page_token=convert.encode_page_token(views[len(networks) - 1].network.name) if more else "")
 
     @handler(WRITE)
     def UpdateNetwork(self, request, caller: Caller):
@@ -103,15 +123,18 @@ class NetworkHandlers:
     @handler(WRITE)
     def BatchCreatePeerings(self, request, caller: Caller):
         batch.check_size(len(request.requests))
-        halves = []
-        for i, child in enumerate(request.requests):
-            with batch.numbered(i):
-                if child.validate_only:
-                    raise errors.InvalidArgument.for_field("validate_only", "true", "is set on one request of a "
-                                                           "batch: set the batch's validate_only instead")
-                halves.append(_peering_request(child))
-        peerings = self.service.create_peerings(caller, halves, validate_only=request.validate_only)
-        return pb.BatchCreatePeeringsResponse(peerings=[convert.peering_to_pb(p) for p in peerings])
+        # A validate-only batch is admitted by its token's budget before its requests are read, and charged
+        # until its answer is made.
+        with self.service.validating(caller, request.validate_only):
+            halves = []
+            for i, child in enumerate(request.requests):
+                with batch.numbered(i):
+                    if child.validate_only:
+                        raise errors.InvalidArgument.for_field("validate_only", "true", "is set on one request of "
+                                                               "a batch: set the batch's validate_only instead")
+                    halves.append(_peering_request(child))
+            peerings = self.service.create_peerings(caller, halves, validate_only=request.validate_only)
+            return pb.BatchCreatePeeringsResponse(peerings=[convert.peering_to_pb(p) for p in peerings])
 
     @handler(READ)
     def GetPeering(self, request, caller: Caller):
@@ -122,14 +145,13 @@ class NetworkHandlers:
     def ListPeerings(self, request, caller: Caller):
         ns, network = convert.parse_network_name("parent", request.parent)
         size = convert.page_size(request.page_size)
-        revision = self.service.head_revision()   # read first: a watch from it misses nothing the list lacks
+        revision = self.service.head_revision(caller, ns)   # first: a watch from it misses nothing the list lacks
         items = self.service.list_peerings(caller, ns, network, after=convert.decode_page_token(request.page_token),
                                            limit=size + 1)
-        more = len(items) > size
-        items = items[:size]
+        peerings, more = _page(items, convert.peering_to_pb, size)
         return pb.ListPeeringsResponse(
-            peerings=[convert.peering_to_pb(p) for p in items], revision=revision,
-            next_page_token=convert.encode_page_token(items[-1].name) if more else "")
+            peerings=peerings, revision=revision,
+            next_page_token=convert.encode_page_token(items[len(peerings) - 1].name) if more else "")
 
     @handler(WRITE)
     def UpdatePeering(self, request, caller: Caller):

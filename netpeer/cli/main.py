@@ -15,6 +15,7 @@ from typing import Sequence
 
 from netpeer import errors
 from netpeer.cli import output
+from netpeer.cli import site as site_cmds
 from netpeer.core import validate
 
 EXIT_ERROR = 1
@@ -65,12 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the store was lost or is older than OVN: rebuild it from OVN's rows of netpeer")
     how.add_argument("--accept-rollback", action="store_true",
                      help="the store is older than OVN on purpose: make OVN match it (deletes what it does not know)")
+    sv.add_argument("--dataplane", default="ovn", metavar="{ovn,memory}",
+                    help="what netpeerd programs: ovn (default), or memory: a simulation and test mode without "
+                         "traffic, refused with a configuration that looks like production (README: Simulation)")
 
     db = sub.add_parser("db", help="the store").add_subparsers(dest="action", required=True, parser_class=_Parser)
     up = db.add_parser("upgrade", parents=[g], help="apply the store's schema migrations, then exit")
     up.add_argument("--config", required=True, help="TOML configuration file")
 
     sub.add_parser("status", parents=[g], help="the server's status: OVN connection, sweeps (admin only)")
+    site_cmds.add_parsers(sub, g, _Parser)
 
     tok = sub.add_parser("token", help="credentials").add_subparsers(dest="action", required=True, parser_class=_Parser)
     # A private copy of the global options: "resolve" edits the actions it shadows.
@@ -273,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
         from netpeer.daemon import serve
         from netpeer.service.epoch import Mode
         mode = Mode.ADOPT if args.adopt_ovn else Mode.ACCEPT_ROLLBACK if args.accept_rollback else Mode.CHECK
-        return serve(Config.load(args.config), mode)
+        return serve(Config.load(args.config), mode, path=args.config, dataplane=args.dataplane)
     if cmd == "db":
         from netpeer.config import Config
         from netpeer.store.base import open_store
@@ -286,6 +291,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"store {store.where}: schema version {version}"
               + (f" (applied migration {', '.join(map(str, done))})" if done else " (up to date)"))
         return 0
+    if cmd == "site":
+        return site_cmds.run(ctx, args)
     if cmd == "status":
         output.emit(ctx.client.status(), ctx.output, output.status_detail)
         return 0

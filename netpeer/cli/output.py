@@ -97,11 +97,16 @@ def status_detail(s: dict) -> str:
         return f"{r['expired']} expired, {r['repaired_rows']} OVN rows repaired, {r['errors']} errors"
     return "\n".join([
         f"version:     {s['version']}",
-        f"dataplane:   {'connected' if s['dataplane_connected'] else 'UNREACHABLE'}",
+        f"dataplane:   {_dataplane(s.get('dataplane', ''))}{'connected' if s['dataplane_connected'] else 'UNREACHABLE'}",
         f"sweeps:      {s['sweeps']} since start",
         f"last sweep:  {report(s['last_sweep'])}"
         + (f" ({s['last_sweep_start_time']} .. {s['last_sweep_end_time']})" if s["last_sweep"] else ""),
         f"all sweeps:  {report(s['sweep_totals'])}"] + _replica(s) + _sites(s))
+
+
+def _dataplane(kind: str) -> str:
+    """What netpeerd programs, before its state: the simulation says so."""
+    return {"": "", "memory": "memory (simulation: no traffic), "}.get(kind, f"{kind}, ")
 
 
 def _replica(s: dict) -> list[str]:
@@ -111,14 +116,31 @@ def _replica(s: dict) -> list[str]:
             + (" (this replica)" if s.get("leading") else "")]
 
 
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
 def _sites(s: dict) -> list[str]:
     if not s.get("site"):
         return []
     lines = [f"site:        {s['site']}"]
     for x in s.get("sites", []):
         state = "reachable" if x["reachable"] else f"UNREACHABLE ({x['last_error'] or 'not tried yet'})"
+        if x.get("diverged"):
+            state += "; DIVERGED (a full copy did not match its digest: see the log)"
         lines.append(f"  link to {x['site']}: {state}; last ok {x['last_ok_time'] or 'never'}; "
                      f"{x['exchanges']} exchanges, {x['failures']} failed")
+        lines.append(f"    tells {x.get('items_told', 0)} items ({x.get('pending_changes', 0)} changes not yet "
+                     f"acknowledged), holds {x.get('items_held', 0)} of theirs; "
+                     f"{_bytes(x.get('bytes_sent', 0))} sent, {_bytes(x.get('bytes_received', 0))} received; "
+                     f"full copies {x.get('resyncs_sent', 0)} sent, {x.get('resyncs_received', 0)} received")
+        top = ", ".join(f"{t['namespace']} {t['slots']}" for t in x.get("top_namespaces", []))
+        lines.append(f"    slots: {x.get('slots_used', 0)} of {x.get('capacity', 0)} used"
+                     + (f" (most: {top})" if top else ""))
     return lines
 
 

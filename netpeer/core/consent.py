@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 import netaddr
 
@@ -58,6 +58,9 @@ class Sites(Protocol):
     def reachable(self, site: str) -> bool:
         """Whether the last exchange with ``site``'s netpeerd succeeded."""
 
+    def linked(self, site: str) -> bool:
+        """Whether this site has a link with ``site`` at all."""
+
 
 @dataclasses.dataclass(frozen=True)
 class OneSite:
@@ -66,6 +69,9 @@ class OneSite:
     here: str = ""
 
     def reachable(self, site: str) -> bool:
+        return False
+
+    def linked(self, site: str) -> bool:
         return False
 
 
@@ -123,8 +129,16 @@ def _unreachable(p: Peering, now: datetime) -> Peering:
                         f"if {p.remote_key} consents", now)
 
 
+def _retired(p: Peering, now: datetime) -> Peering:
+    return p.transition(Phase.PENDING, Reason.SITE_RETIRED,
+                        f"site {p.remote_site} is no longer linked to this site (retired from the region, or its "
+                        "link removed): this peering cannot bind; delete it, or it expires with its ttl", now)
+
+
 def _unmatched(p: Peering, world: World, now: datetime, sites: Sites) -> Peering | None:
     """What an unmatched half becomes, or None when it stays as it is."""
+    if p.remote_site and not sites.linked(p.remote_site):
+        return None if p.reason == Reason.SITE_RETIRED else _retired(p, now)
     newcomer = replaced(world, p)
     if newcomer is not None:
         return p.transition(Phase.PENDING, Reason.REMOTE_REPLACED,
@@ -162,15 +176,30 @@ def overlaps(a: Iterable[netaddr.IPNetwork], b: Iterable[netaddr.IPNetwork]) -> 
     return [(x, y) for x in a for y in bs if x.version == y.version and (x in y or y in x)]
 
 
-def pair_conflicts(world: World, local: Network, remote: Network, here: str = "") -> list[str]:
-    """Why ``local`` and ``remote`` may not be Bound, as sentences; empty if
-    they may. Third networks are never named: both sides consented to share
-    with each other, not with each other's peers. For a network of another
-    site, only what this site can see: the other site checks the rest."""
+#: Told whenever an answer needed a pair's check against third networks
+#: (those Bound to either side), with whether it found a conflict; raises to
+#: refuse the answer (``netpeer.service.budget.Disclosure``). What it is
+#: told never depends on who asks: the caller is bound in by the service.
+Reveal = Callable[[bool], None]
+
+
+def direct_conflicts(local: Network, remote: Network, here: str = "") -> list[str]:
+    """The overlaps between the two networks of a pair, as sentences."""
+    cross = bool(local.site or remote.site)
+    a, b = _label(local, here, cross), _label(remote, here, cross)
+    return [f"{x} of {a} overlaps {y} of {b}" for x, y in overlaps(local.prefixes, remote.prefixes)]
+
+
+def third_conflicts(world: World, local: Network, remote: Network, here: str = "") -> list[str]:
+    """The overlaps of each side of a pair with the networks Bound to the
+    other side (third networks), as sentences. A third network is never
+    named, nor its namespace or prefix: each sentence names a prefix of one
+    side and the side whose peer it overlaps (docs/design.md, "Consent
+    rules"). For a network of another site, only what this site can see:
+    the other site checks the rest."""
     cross = bool(local.site or remote.site)
     name = {n.key: _label(n, here, cross) for n in (local, remote)}
-    problems = [f"{x} of {name[local.key]} overlaps {y} of {name[remote.key]}"
-                for x, y in overlaps(local.prefixes, remote.prefixes)]
+    problems = []
     for side, other in ((local, remote), (remote, local)):
         for third in bound_peers(world, side.key):
             if third.key == other.key:
@@ -180,36 +209,76 @@ def pair_conflicts(world: World, local: Network, remote: Network, here: str = ""
     return problems
 
 
-def prefix_change_conflicts(world: World, network: Network) -> list[str]:
+def pair_conflicts(world: World, local: Network, remote: Network, here: str = "") -> list[str]:
+    """Why ``local`` and ``remote`` may not be Bound, as sentences; empty if
+    they may. A pair whose two networks overlap says only that: what the
+    networks Bound to either side overlap is told only to a pair that is
+    otherwise ready (``third_conflicts``)."""
+    return direct_conflicts(local, remote, here) or third_conflicts(world, local, remote, here)
+
+
+def prefix_change_conflicts(world: World, network: Network,
+                            reveal: Reveal | None = None) -> list[str]:
     """Why ``network`` (with its new prefixes) would break a Bound peering.
-    For a peer in another site only the direct overlap can be seen here; if
-    the new prefixes overlap a network Bound to it there, that site finds it
-    and the pair fails."""
+    A direct overlap with a Bound peer is all that is said when there is
+    one; otherwise the networks Bound to those peers are checked, and
+    ``reveal`` told (it may refuse). For a peer in another site only the
+    direct overlap can be seen here; if the new prefixes overlap a network
+    Bound to it there, that site finds it and the pair fails."""
+    peers = bound_peers(world, network.key)
+    direct = [f"{x} overlaps {y} of Bound peer {peer.key}"
+              for peer in peers for x, y in overlaps(network.prefixes, peer.prefixes)]
+    if direct or not peers:
+        return direct
     problems = []
-    for peer in bound_peers(world, network.key):
-        for x, y in overlaps(network.prefixes, peer.prefixes):
-            problems.append(f"{x} overlaps {y} of Bound peer {peer.key}")
+    for peer in peers:
         for third in bound_peers(world, peer.key):
             if third.key == network.key:
                 continue
             for x, _ in overlaps(network.prefixes, third.prefixes):
                 problems.append(f"{x} overlaps a network already peered with {peer.key}")
+    if reveal is not None:
+        reveal(bool(problems))
     return problems
 
 
+def _judge(p: Peering, q: Peering, local: Network, remote: Network, world: World, here: str,
+           told: tuple[str, ...], reveal: Reveal | None) -> tuple[list[str], list[str]]:
+    """(the problems of a matched pair, those this site found): the direct
+    overlaps alone when there are any; else the third networks' conflicts,
+    this site's and ``told`` by the other site (across sites), after
+    ``reveal`` was told whether the answer shows one it did not show before
+    (it may refuse)."""
+    direct = direct_conflicts(local, remote, here)
+    if direct:
+        return direct, direct
+    mine = third_conflicts(world, local, remote, here)
+    problems = mine + [c for c in told if c not in mine]
+    if reveal is not None:
+        message = _failure(problems)
+        reveal(bool(problems) and any(h.phase != Phase.FAILED or h.message != message for h in (p, q)
+                                      if not h.site))
+    return problems, mine
+
+
+def _failure(problems: list[str]) -> str:
+    return "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+
+
 def _cross_site(p: Peering, q: Peering, local: Network, remote: Network, world: World, now: datetime,
-                sites: Sites) -> Peering:
+                sites: Sites, reveal: Reveal | None = None) -> Peering:
     """Our half ``p`` of a matched cross-site pair (``q`` is the other site's,
     as it last told us). Failed when either side sees a conflict; else Bound
     once the other side is ready too (``q.ready``: it has seen both halves).
     A pair not Bound yet binds only while the other site answers, so the two
     sides bind in the same exchange or not at all. Until then the answer is
-    the one a missing remote gets: nothing is revealed before binding."""
-    mine = pair_conflicts(world, local, remote, sites.here)
-    problems = mine + [c for c in q.conflicts if c not in mine]
+    the one a missing remote gets: nothing is revealed before binding. A
+    direct overlap is all either site tells when there is one (the third
+    networks' conflicts only to a pair otherwise ready)."""
+    problems, mine = _judge(p, q, local, remote, world, sites.here, q.conflicts, reveal)
     if problems:
-        msg = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-        return p.transition(Phase.FAILED, Reason.OVERLAPPING_PREFIXES, msg, now, conflicts=tuple(mine))
+        return p.transition(Phase.FAILED, Reason.OVERLAPPING_PREFIXES, _failure(problems), now,
+                            conflicts=tuple(mine))
     if p.phase == Phase.BOUND or (q.ready and sites.reachable(q.site)):
         return p.transition(Phase.BOUND, Reason.BOUND, f"peered with {remote.key}", now, remote_uid=remote.uid)
     if not sites.reachable(q.site):
@@ -228,12 +297,13 @@ def ready(world: World, p: Peering, here: str = "") -> bool:
     return match is not None and not pair_conflicts(world, match[1], match[2], here)
 
 
-def resolve(world: World, keys: Iterable[PeeringKey], now: datetime,
-            sites: Sites = ONE_SITE) -> list[tuple[Peering, Peering]]:
+def resolve(world: World, keys: Iterable[PeeringKey], now: datetime, sites: Sites = ONE_SITE,
+            reveal: Reveal | None = None) -> list[tuple[Peering, Peering]]:
     """Re-evaluates the given peerings (and their partners) and writes every
     change through ``world``. Returns (before, after) for each peering whose
     state changed. Only this site's halves are written; another site's
-    halves (as mirrored here) are read.
+    halves (as mirrored here) are read. ``reveal`` is told of every matched
+    pair evaluated against the networks Bound to its sides (``_judge``).
 
     Halves whose other half went away are withdrawn first, so that a Bound
     half about to become Pending never blocks another pair. Then order
@@ -249,6 +319,18 @@ def resolve(world: World, keys: Iterable[PeeringKey], now: datetime,
 
     candidates.sort(key=completed)
     changed: dict[PeeringKey, tuple[Peering, Peering]] = {}
+    judged: set[frozenset[PeeringKey]] = set()
+
+    def told(p: Peering, q: Peering) -> Reveal | None:
+        """``reveal`` for the pair of p and q: asked the first time the pair
+        is judged here (a pair is judged again from its other half), and
+        again only for what that first time did not tell."""
+        if reveal is None:
+            return None
+        pair = frozenset((p.key, q.key))
+        first = pair not in judged
+        judged.add(pair)
+        return lambda found: reveal(found) if first or found else None
 
     def put(new: Peering, old: Peering) -> None:
         if new != old:
@@ -273,13 +355,13 @@ def resolve(world: World, keys: Iterable[PeeringKey], now: datetime,
             continue
         q, local, remote = match
         if q.site:
-            put(_cross_site(p, q, local, remote, world, now, sites), p)
+            put(_cross_site(p, q, local, remote, world, now, sites, told(p, q)), p)
             continue
         if p.phase == Phase.BOUND and q.phase == Phase.BOUND:
             continue  # Bound pairs stay Bound: prefix updates that would conflict are refused
-        problems = pair_conflicts(world, local, remote)
+        problems, _ = _judge(p, q, local, remote, world, "", (), told(p, q))
         if problems:
-            msg = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            msg = _failure(problems)
             put(p.transition(Phase.FAILED, Reason.OVERLAPPING_PREFIXES, msg, now), p)
             put(q.transition(Phase.FAILED, Reason.OVERLAPPING_PREFIXES, msg, now), q)
         else:

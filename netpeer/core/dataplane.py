@@ -111,6 +111,9 @@ class Dataplane(Protocol):
     ``netpeer.errors.Unavailable`` when the dataplane cannot be reached and
     ``FailedPrecondition`` when it refuses a change; nothing else escapes."""
 
+    #: What it is, for people (``netpeer status``): "ovn", "memory".
+    kind: str
+
     @property
     def connected(self) -> bool:
         """Whether the dataplane can be reached now."""

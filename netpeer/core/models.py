@@ -36,6 +36,10 @@ class Reason:
     # now: nothing is known or said about the remote network; the half binds
     # by itself once the site answers (if the other half is there).
     REMOTE_SITE_UNREACHABLE = "RemoteSiteUnreachable"
+    # The remote network's site is no longer linked to this one (retired from
+    # the region, or its link removed from the configuration): the half can
+    # never bind; it expires with its TTL, or its owner deletes it.
+    SITE_RETIRED = "SiteRetired"
 
 
 def utcnow() -> datetime:
@@ -249,6 +253,33 @@ class Quotas:
     networks_per_namespace: int = 1000
     peerings_per_network: int = 500
     pending_peerings_per_namespace: int = 2000   # Pending or Failed halves, all networks of the namespace
+    #: Slots (transit ports) one namespace's networks hold on each link to another site.
+    site_attachments_per_namespace: int = 250
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenLimits:
+    """Per-token budgets (``[limits]`` in the configuration;
+    ``netpeer.service.budget``): what answers that keep nothing may cost."""
+
+    #: Seconds validate-only calls may run (holding the write lock most of it) per second, in the long run ...
+    validate_only_lock_share: float = 0.1
+    #: ... and at once (a token's bucket, full after burst / share seconds without such calls).
+    validate_only_burst: timedelta = timedelta(seconds=2)
+    #: Answers telling of a conflict with a network Bound to the other side of a pair, per minute (and at once).
+    conflict_disclosures_per_minute: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchLimits:
+    """How many Watch streams netpeerd holds (``[watch]`` in the
+    configuration). Each one costs a coroutine and a little memory, and
+    every change of its namespace an encoded message sent: the caps bound
+    what one token, and everyone together, can make netpeerd hold."""
+
+    streams_per_token: int = 100
+    streams_per_admin_token: int = 1000
+    streams_total: int = 10_000
 
 
 @dataclasses.dataclass(frozen=True)

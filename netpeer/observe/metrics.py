@@ -9,11 +9,12 @@ watchers) are read at scrape time.
 
 from __future__ import annotations
 
-import threading
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from netpeer.observe.endpoint import Access, Limits, MetricsEndpoint
 
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -50,6 +51,10 @@ class Metrics:
         self.rpc_requests.labels(method, code).inc()
         self.rpc_seconds.labels(method).observe(seconds)
 
+    def stream_ended(self, method: str, code: str) -> None:
+        """A stream (Watch) ended: counted, not timed (its length is the client's)."""
+        self.rpc_requests.labels(method, code).inc()
+
     def write_group(self, size: int, seconds: float) -> None:
         self.group_size.observe(size)
         self.store_seconds.observe(seconds)
@@ -67,28 +72,16 @@ class Metrics:
         self.programmed.inc(count)
 
     def state(self, read: Callable[[], dict]) -> None:
-        """``read()`` -> {"peerings": {phase: n}, "ovn_connected": bool, "watchers": n, "ready": bool}."""
+        """``read()`` -> {"peerings": {phase: n}, "ovn_connected": bool, "watchers": n, "ready": bool,
+        "links": [netpeer.service.sites.LinkStatus, ...]}."""
         self._state.append(read)
 
     # ------------------------------------------------------------ serving
-    def serve(self, listen: str) -> "MetricsServer":
-        host, _, port = listen.rpartition(":")
-        server, thread = start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1", registry=self.registry)
-        return MetricsServer(server, thread)
-
-
-class MetricsServer:
-    def __init__(self, server, thread: threading.Thread):
-        self._server, self._thread = server, thread
-
-    @property
-    def port(self) -> int:
-        return self._server.server_port
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+    def serve(self, listen: str, *, tls=None, access: Access = Access(), limits: Limits = Limits()) -> MetricsEndpoint:
+        """Serves ``/metrics`` on ``listen`` (HOST:PORT or unix:///PATH), over
+        TLS with an ``ssl.SSLContext``, to whom ``access`` admits
+        (``netpeer.observe.endpoint``), until its ``stop()``."""
+        return MetricsEndpoint(self.registry, listen, tls=tls, access=access, limits=limits)
 
 
 class _StateCollector:
@@ -100,6 +93,7 @@ class _StateCollector:
         connected = GaugeMetricFamily("netpeer_ovn_connected", "1 while the OVN NB database answers")
         watchers = GaugeMetricFamily("netpeer_watchers", "Open Watch streams")
         ready = GaugeMetricFamily("netpeer_ready", "1 once the first sweep completed and OVN and the store answer")
+        links = _LinkFamilies()
         for read in self._reads:
             state = read()
             for phase, n in sorted(state.get("peerings", {}).items()):
@@ -107,7 +101,52 @@ class _StateCollector:
             connected.add_metric([], 1 if state.get("ovn_connected") else 0)
             watchers.add_metric([], state.get("watchers", 0))
             ready.add_metric([], 1 if state.get("ready") else 0)
+            for link in state.get("links", ()):
+                links.add(link)
         yield from (phases, connected, watchers, ready)
+        yield from links.families()
+
+
+class _LinkFamilies:
+    """Per link to another site (label ``site``): what ``netpeer status`` shows."""
+
+    def __init__(self):
+        g, c = GaugeMetricFamily, CounterMetricFamily
+        self.reachable = g("netpeer_site_link_reachable", "1 while the last exchange with the site succeeded",
+                           labels=["site"])
+        self.last_ok = g("netpeer_site_link_last_exchange_timestamp_seconds", "When the last exchange succeeded",
+                         labels=["site"])
+        self.pending = g("netpeer_site_link_pending_changes", "Changes the other site has not acknowledged",
+                         labels=["site"])
+        self.diverged = g("netpeer_site_link_diverged", "1 when a full copy from the site did not match its digest",
+                          labels=["site"])
+        self.items = g("netpeer_site_link_items", "Items of the side told to the site (told) and held of its "
+                       "side (held)", labels=["site", "side"])
+        self.exchanges = c("netpeer_site_exchanges", "Exchanges with the site, by outcome", labels=["site", "outcome"])
+        self.bytes = c("netpeer_site_bytes", "Bytes on the link to the site, by direction",
+                       labels=["site", "direction"])
+        self.resyncs = c("netpeer_site_resyncs", "Full copies after a mismatch or a long absence, by direction",
+                         labels=["site", "direction"])
+
+    def add(self, link) -> None:
+        site = [link.site]
+        self.reachable.add_metric(site, 1 if link.reachable else 0)
+        if link.last_ok is not None:
+            self.last_ok.add_metric(site, link.last_ok.timestamp())
+        self.pending.add_metric(site, link.pending)
+        self.diverged.add_metric(site, 1 if link.diverged else 0)
+        self.items.add_metric(site + ["told"], link.told)
+        self.items.add_metric(site + ["held"], link.mirrored)
+        self.exchanges.add_metric(site + ["ok"], link.exchanges - link.failures)
+        self.exchanges.add_metric(site + ["failed"], link.failures)
+        self.bytes.add_metric(site + ["sent"], link.bytes_sent)
+        self.bytes.add_metric(site + ["received"], link.bytes_received)
+        self.resyncs.add_metric(site + ["sent"], link.resyncs_sent)
+        self.resyncs.add_metric(site + ["received"], link.resyncs_received)
+
+    def families(self):
+        return (self.reachable, self.last_ok, self.pending, self.diverged, self.items, self.exchanges, self.bytes,
+                self.resyncs)
 
 
 class _Nothing:

@@ -78,6 +78,8 @@ class OvnBackend:
     (docs/performance.md, section 4, "The collector, and the stamp first").
     """
 
+    kind = "ovn"
+
     def __init__(self, remote: str, owner: str = "netpeer", timeout: float = 10.0, site: SiteContext | None = None,
                  stamp_first: bool = False):
         self.remote = remote

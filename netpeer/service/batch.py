@@ -17,8 +17,9 @@ from typing import Iterator
 from netpeer.errors import InvalidArgument, NetpeerError
 
 #: Requests in one batch at most: a batch holds the write queue for its whole
-#: length (about 1 ms per request), and one answer must stay well inside
-#: gRPC's 4 MiB message limit.
+#: length (about 1 ms per request), and its request and answer must stay
+#: inside netpeerd's size limits (netpeer.api.server.Limits: the largest
+#: batch weighs 4.5 MB, its answer 5.1 MB).
 MAX_REQUESTS = 1000
 
 

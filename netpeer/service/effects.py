@@ -7,8 +7,9 @@ from datetime import datetime
 from typing import Iterable
 
 from netpeer.core import consent
-from netpeer.core.consent import ONE_SITE, Sites
+from netpeer.core.consent import ONE_SITE, Reveal, Sites
 from netpeer.core.models import Peering, PeeringKey, Phase
+from netpeer.service import slots
 from netpeer.store.base import Transaction
 
 
@@ -38,9 +39,11 @@ def touched_by(tx: Transaction, changes: list[tuple[Peering | None, Peering | No
     return uids
 
 
-def resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime, sites: Sites = ONE_SITE) -> set[str]:
-    """Re-evaluates consent for these peerings; the networks to re-program."""
-    return touched_by(tx, consent.resolve(tx, keys, now, sites))
+def resolve(tx: Transaction, keys: Iterable[PeeringKey], now: datetime, sites: Sites = ONE_SITE,
+            reveal: Reveal | None = None) -> set[str]:
+    """Re-evaluates consent for these peerings; the networks to re-program.
+    ``reveal``: see ``consent.resolve`` (the caller's disclosure budget)."""
+    return touched_by(tx, consent.resolve(tx, keys, now, sites, reveal))
 
 
 def remove_peering(tx: Transaction, old: Peering, now: datetime, sites: Sites = ONE_SITE) -> set[str]:
@@ -48,12 +51,14 @@ def remove_peering(tx: Transaction, old: Peering, now: datetime, sites: Sites = 
     pairs that failed because of it (they may bind now).
 
     A network keeps its attachment to another site (its transit port) after
-    its last half towards that site goes, until the network is deleted: a
-    transit port deleted and re-created within a second or two leaves OVN
-    23.03's ovn-controller on a gateway sending with the old port's tunnel
-    key (Bound on both sides, no packets; docs/cross-site.md). Without Bound
-    peers the port passes nothing: its drop policies stay."""
+    its last half towards that site goes, for ``attachment_grace``
+    (``netpeer.service.slots``): a transit port deleted and re-created within
+    a second or two leaves OVN 23.03's ovn-controller on a gateway sending
+    with the old port's tunnel key (Bound on both sides, no packets;
+    docs/cross-site.md). Without Bound peers the port passes nothing: its
+    drop policies stay."""
     tx.delete_peering(old.key)
+    slots.note_unused(tx, old, now)
     touched = touched_by(tx, [(old, None)])
     partner = tx.find_peering_to(old.remote_key, old.network_key)
     keys = [partner.key] if partner and not partner.site else []

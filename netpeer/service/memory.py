@@ -4,12 +4,20 @@ For fast tests of what the service itself decides (group commit, expiry,
 repair) without root or OVN; the OVN backend has its own tests on real
 daemons. It counts transactions and can be told to refuse or be unreachable,
 and a test can make it drift (``tamper``) as a hand edit of OVN would.
+
+It is also netpeerd's dataplane in simulation (``netpeer serve --dataplane
+memory``, ``netpeer.daemon``): many control planes on one machine, with
+real stores and real links between sites, and no traffic. There it starts
+empty (the first sweep programs every network of the store into it) and
+reports which networks changed (``track_changes``), as OVN's replica does,
+so that a sweep at rest compares a slice of the networks, not all of them.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Iterable
+import time
+from typing import Callable, Iterable
 
 from netpeer.core.dataplane import Desired, NetworkState, Stamp, SyncReport
 from netpeer.errors import FailedPrecondition, Unavailable
@@ -29,7 +37,10 @@ def _shown(state: NetworkState | None):
 class MemoryDataplane:
     """Implements ``netpeer.core.dataplane.Dataplane``."""
 
-    def __init__(self):
+    #: What ``netpeer status`` shows.
+    kind = "memory"
+
+    def __init__(self, track_changes: bool = False):
         self.networks: dict[str, NetworkState] = {}
         self.stamp: Stamp | None = None
         self.cfg = 0               # configuration sequence of the last tracked sync
@@ -38,12 +49,27 @@ class MemoryDataplane:
         self.transactions = 0          # sync/remove_strays calls that changed or could have changed state
         self.unreachable = False       # every call raises Unavailable
         self.refuse: set[str] = set()  # uids whose sync is refused (FailedPrecondition), with the whole call
+        #: Called with (kind, seconds) after every sync (``netpeer.observe.metrics``), as OVN's backend is.
+        self.on_transaction: Callable[[str, float], None] = lambda kind, seconds: None
         self._lock = threading.Lock()
+        # With track_changes: the uids changed since take_changes last asked (None: all of them).
+        self._track = track_changes
+        self._changed: set[str] | None = None
 
     # ------------------------------------------------------------ Dataplane
     @property
     def connected(self) -> bool:
         return not self.unreachable
+
+    def start_replica(self) -> None:
+        """Nothing to read: it holds what it holds (netpeerd asks OVN's backend for its replica)."""
+
+    def wait_connected(self, timeout: float = 30.0) -> bool:
+        return self.connected
+
+    def _note(self, uids: Iterable[str]) -> None:
+        if self._changed is not None:
+            self._changed.update(uids)
 
     def _check(self) -> None:
         if self.unreachable:
@@ -55,6 +81,7 @@ class MemoryDataplane:
             refused = sorted(self.refuse & set(desired))
             if refused:
                 raise FailedPrecondition(f"memory dataplane: refused network {refused[0]} (test)")
+            started = time.perf_counter()
             self.transactions += 1
             if stamp is not None:
                 self.stamp = stamp
@@ -71,13 +98,15 @@ class MemoryDataplane:
                 elif _shown(have) != _shown(state):
                     self.networks[uid] = state
                     updated += 1
+            self._note(desired)
             cfg = None
             if track:
                 self.cfg += 1
                 cfg = self.cfg
                 if self.apply_at_once:
                     self.applied_cfg = self.cfg
-            return SyncReport(created, updated, deleted, cfg)
+        self.on_transaction("sync", time.perf_counter() - started)
+        return SyncReport(created, updated, deleted, cfg)
 
     def programmed(self) -> int:
         return self.applied_cfg
@@ -94,7 +123,14 @@ class MemoryDataplane:
             return {uid for uid, state in desired.items() if _shown(self.networks.get(uid)) != _shown(state)}
 
     def take_changes(self) -> set[str] | None:
-        return None   # hears of no changes: every sweep compares every network
+        """Without ``track_changes``: None (every sweep compares every
+        network). With it: the networks synced, removed or tampered with
+        since the last call (None the first time: a full comparison)."""
+        if not self._track:
+            return None
+        with self._lock:
+            changed, self._changed = self._changed, set()
+        return changed
 
     def read_stamp(self) -> Stamp | None:
         self._check()
@@ -116,6 +152,7 @@ class MemoryDataplane:
             strays = set(self.networks) - set(keep)
             for uid in strays:
                 del self.networks[uid]
+            self._note(strays)
             return SyncReport(deleted=len(strays))
 
     def read_back(self) -> list[NetworkState]:
@@ -139,3 +176,4 @@ class MemoryDataplane:
                 self.networks.pop(uid, None)
             else:
                 self.networks[uid] = state
+            self._note([uid])

@@ -10,11 +10,13 @@ than 400 lines; what several operations share lives in the modules it uses.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import threading
 import uuid
 from datetime import datetime
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from netpeer.core import consent, validate
 from netpeer.core.dataplane import Dataplane
@@ -22,9 +24,10 @@ from netpeer.core.models import (Caller, Event, Network, NetworkKey, Peering, Pe
                                  DEFAULT_TTL, utcnow)
 from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
 from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, OutOfRange,
-                            PermissionDenied, ResourceExhausted)
-from netpeer.service import batch, effects
+                            PermissionDenied)
+from netpeer.service import batch, effects, quotas, slots
 from netpeer import __version__
+from netpeer.service.budget import Budgets
 from netpeer.service.leader import Leadership, Solo
 from netpeer.service.programming import Programmer
 from netpeer.service.reconciler import Reconciler, SweepReport, SweepStatus
@@ -45,6 +48,7 @@ class ServerStatus:
     links: tuple = ()     # netpeer.service.sites.LinkStatus, one per other site
     replica: str = ""      # this process, as the sweeper lease names it
     leader: str = ""       # the replica that runs the sweeps ("" while none does)
+    dataplane: str = ""    # what it programs: "ovn", "memory" (Dataplane.kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +74,19 @@ class NetworkView:
     peering_count: int = 0                             # all of them
 
 
+def sweep_status_to_json(s: SweepStatus) -> str:
+    import json
+    return json.dumps(dataclasses.asdict(s), default=lambda t: t.isoformat())
+
+
+def sweep_status_from_json(text: str) -> SweepStatus:
+    import json
+    d = json.loads(text)
+    when = lambda v: datetime.fromisoformat(v) if v else None   # noqa: E731
+    return SweepStatus(d["sweeps"], SweepReport(**d["last"]) if d["last"] else None, when(d["last_started"]),
+                       when(d["last_finished"]), SweepReport(**d["totals"]), d.get("blocked", ""))
+
+
 class Service:
     def __init__(self, store: Store, dataplane_: Dataplane, owner: str = "netpeer",
                  clock: Callable[[], datetime] = utcnow, max_group: int = 64, quotas: Quotas = Quotas()):
@@ -79,9 +96,13 @@ class Service:
         self.owner = owner
         self.clock = clock
         self.tokens = Tokens(store, lambda: self.clock())
+        #: Per-token budgets of answers that keep nothing (``[limits]``).
+        self.budgets = Budgets()
+        self._turn = threading.local()
         self.writes = WriteQueue(store, dataplane_, max_group)
         self.reconciler = Reconciler(store, dataplane_, self.writes, lambda: self.clock())
         self.programmer = Programmer(store, dataplane_, self.writes, lambda: self.clock())
+        self.reconciler.on_sweep = self.record_sweeps
         #: Which replica sweeps (netpeer.service.leader); one process alone always does.
         self.leadership: Leadership = Solo()
         self.link_sites("", {})
@@ -91,6 +112,7 @@ class Service:
         many of its networks each link has room for) through ``transport``."""
         self.sites = SiteLinks(self, here, sites, transport, interval, lambda: self.clock())
         self.reconciler.sites = self.sites
+        self.writes.before_commit = self.sites.refresh
         self.writes.on_sites_changed = self.sites.poke
         return self.sites
 
@@ -111,13 +133,6 @@ class Service:
         return self.tokens.revoke(caller, token_or_id)
 
     @staticmethod
-    def _check_quota(used: int, limit: int, whose: str, what: str, key: str) -> None:
-        if used >= limit:
-            raise ResourceExhausted(
-                f"quota: {whose} {used} {what}, the most allowed (quotas.{key} = {limit}); nothing was "
-                "changed: delete some, or ask the operator to raise the quota", field=key, value=limit)
-
-    @staticmethod
     def _authorize(caller: Caller, namespace: str, field: str = "namespace") -> str:
         validate.name(field, namespace)
         if not caller.may_use(namespace):
@@ -126,41 +141,90 @@ class Service:
         return namespace
 
     def _write(self, fn: Callable[[Transaction], tuple[object, set[str]]], validate_only: bool = False,
-               weight: int = 1):
+               weight: int = 1, caller: Caller | None = None):
         """Runs one write (see ``WriteQueue``; ``weight``: how many writes it
         stands for); with ``validate_only``, answers what it would answer and
-        keeps nothing."""
-        return self.writes.dry_run(fn) if validate_only else self.writes.run(fn, weight)
+        keeps nothing, charged to ``caller``'s validation budget (it holds
+        the write lock like a write)."""
+        if not validate_only:
+            return self.writes.run(fn, weight)
+        with self.validating(caller, True):
+            return self.writes.dry_run(fn)
 
-    def _resolve(self, tx: Transaction, keys: Iterable[PeeringKey], now: datetime) -> set[str]:
-        return effects.resolve(tx, keys, now, self.sites)
+    @contextlib.contextmanager
+    def validating(self, caller: Caller | None, validate_only: bool) -> Iterator[None]:
+        """A validate-only call of ``caller``, admitted by its token's
+        validation budget before any of its work is done and charged the
+        time it runs (``budget.Validation.turn``: RESOURCE_EXHAUSTED when
+        spent). The API enters it before it reads a batch's requests and
+        leaves it once the answer is made, so a refusal costs next to
+        nothing and an answer all it took; a nested entry (``_write``) is
+        part of the outer one. Nothing for a write, the admin, or a call
+        without a caller."""
+        if not validate_only or caller is None or caller.admin or getattr(self._turn, "held", False):
+            yield
+            return
+        with self.budgets.validation.turn(caller.token_id):
+            self._turn.held = True
+            try:
+                yield
+            finally:
+                self._turn.held = False
+
+    def _reveal(self, caller: Caller | None) -> consent.Reveal | None:
+        """What a write of ``caller`` tells of conflicts with third networks
+        costs (``budget.Disclosure``); free for the admin and for writes
+        nobody asked for (sweeps, exchanges)."""
+        if caller is None or caller.admin:
+            return None
+        return lambda found: self.budgets.disclosure(caller.token_id, found)
+
+    def _resolve(self, tx: Transaction, keys: Iterable[PeeringKey], now: datetime,
+                 caller: Caller | None = None) -> set[str]:
+        return effects.resolve(tx, keys, now, self.sites, self._reveal(caller))
 
     # ---------------------------------------------------------------- watch
-    #: Events answered per call at most.
+    # Revisions count the changes of one namespace (netpeer.store.base): what
+    # a tenant sees never moves with another tenant's writes.
+    #: Events answered per read at most.
     WATCH_BATCH = 500
 
-    def watch(self, caller: Caller, namespace: str, network: str | None, since: int) -> list[Event]:
-        """The changes after revision ``since`` that the caller may see: of
-        its namespace, or of one network of it. A Get would show the same."""
+    def check_watch(self, caller: Caller, namespace: str, network: str | None) -> None:
+        """Refuses a watch the caller may not make (names, then the grant);
+        reads nothing, so a refused watch costs no more than its parsing."""
         self._authorize(caller, namespace)
         if network is not None:
             validate.name("network", network)
+
+    def watch_head(self, namespace: str) -> int:
+        """The newest revision of ``namespace`` (``check_watch`` first)."""
         with self.store.read() as tx:
-            oldest, head = tx.revisions()
+            return tx.revisions(namespace)[1]
+
+    def watch_events(self, namespace: str, network: str | None, since: int,
+                     limit: int | None = None) -> tuple[list[Event], int]:
+        """The changes of ``namespace`` (of one network of it) after revision
+        ``since``, at most ``limit``, and the revision through which they are
+        complete (the newest one, unless ``limit`` cut them short). A Get
+        would show the same. ``check_watch`` first."""
+        limit = limit or self.WATCH_BATCH
+        with self.store.read() as tx:
+            oldest, head = tx.revisions(namespace)
             if since < oldest - 1:
                 raise OutOfRange(f"since_revision: {since} is older than the oldest change kept ({oldest}); list "
                                  "the resources again and watch from the revision the list answered",
                                  field="since_revision", value=since)
             if since > head:
                 raise InvalidArgument.for_field("since_revision", since, f"is ahead of the newest change ({head})")
-            return tx.events_after(namespace, network, since, self.WATCH_BATCH)
+            events = tx.events_after(namespace, network, since, limit)
+        return events, events[-1].revision if len(events) == limit else head
 
     def health(self) -> tuple[bool, str]:
         """(serving, why not): the store answers, OVN answers, and the first
         sweep (the start-up repair) completed."""
         try:
             with self.store.read() as tx:
-                tx.revisions()
+                tx.generation()
         except Exception as exc:
             return False, f"the store does not answer: {exc}"
         if not self.dataplane.connected:
@@ -176,18 +240,44 @@ class Service:
             return tx.count_by_phase()
 
     def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
-        """(newest revision, namespaces changed after ``after``): whom to wake."""
+        """(the newest change's place in the order of all changes, namespaces
+        changed after place ``after``): which watchers to wake."""
         with self.store.read() as tx:
             return tx.namespaces_changed(after)
 
-    def head_revision(self) -> int:
-        with self.store.read() as tx:
-            return tx.revisions()[1]
+    def head_revision(self, caller: Caller, namespace: str) -> int:
+        """The revision a list of ``namespace`` shows. Read before the list:
+        a watch from it misses nothing the list lacks."""
+        self._authorize(caller, namespace)
+        return self.watch_head(namespace)
 
     # ---------------------------------------------------------------- upkeep
+    #: Where the replica that sweeps records its sweeps' status (``netpeer status`` on any replica).
+    LEADER_SWEEPS = "leader_sweeps"
+
     def status(self) -> "ServerStatus":
-        return ServerStatus(__version__, self.dataplane.connected, self.reconciler.status, self.sites.here,
-                            tuple(self.sites.status()), self.leadership.name, self.leadership.leader())
+        sweeps = self.reconciler.status
+        if not self.leadership.solo and not self.leadership.leading():
+            with self.store.read() as tx:
+                recorded = tx.meta(self.LEADER_SWEEPS)
+            if recorded:
+                sweeps = sweep_status_from_json(recorded)
+        links = self.sites.status()
+        if links:
+            with self.store.read() as tx:
+                use = slots.use(tx)
+            links = [dataclasses.replace(x, slots_used=use.get(x.site, (0, ()))[0],
+                                         top_namespaces=use.get(x.site, (0, ()))[1]) for x in links]
+        return ServerStatus(__version__, self.dataplane.connected, sweeps, self.sites.here,
+                            tuple(links), self.leadership.name, self.leadership.leader(),
+                            self.dataplane.kind)
+
+    def record_sweeps(self, status: SweepStatus) -> None:
+        """On the replica that sweeps: its sweeps' status, for the others."""
+        if self.leadership.solo:
+            return
+        text = sweep_status_to_json(status)
+        self.writes.run(lambda tx: (tx.put_meta(self.LEADER_SWEEPS, text), set()))
 
     def expire(self) -> int:
         return self.reconciler.expire()
@@ -210,18 +300,18 @@ class Service:
             key = NetworkKey(namespace, name)
             if tx.get_network(key) is not None:
                 raise AlreadyExists(f"network {key} already exists", field="network", value=name)
-            self._check_quota(tx.count_networks(namespace), self.quotas.networks_per_namespace,
-                              f"namespace {namespace!r} has", "networks", "networks_per_namespace")
+            quotas.check(tx.count_networks(namespace), self.quotas.networks_per_namespace,
+                         f"namespace {namespace!r} has", "networks", "networks_per_namespace")
             now = self.clock()
             network = Network(namespace, name, str(uuid.uuid4()), subnets_, routes_, description, now, now, 1)
             tx.put_network(network)
             # Peerings that already point here may now match.
-            touched = {network.uid} | self._resolve(tx, consent.affected_by(tx, [key]), now)
+            touched = {network.uid} | self._resolve(tx, consent.affected_by(tx, [key]), now, caller)
             return self._view(tx, network), touched
 
         # The view as this write left it (re-reading after the commit could
         # see a concurrent delete and report a committed write as failed).
-        return self._write(op, validate_only)
+        return self._write(op, validate_only, caller=caller)
 
     def get_network(self, caller: Caller, namespace: str, name: str) -> NetworkView:
         self._authorize(caller, namespace)
@@ -281,7 +371,7 @@ class Service:
             prefixes_changed = (new.subnets, new.routes) != (old.subnets, old.routes)
             touched: set[str] = set()
             if prefixes_changed:
-                problems = consent.prefix_change_conflicts(tx, new)
+                problems = consent.prefix_change_conflicts(tx, new, self._reveal(caller))
                 if problems:
                     raise FailedPrecondition(
                         f"subnets/routes of {key}: {problems[0]}"
@@ -290,12 +380,12 @@ class Service:
                 tx.put_network(new)
                 # Our rows and every Bound peer's routes towards us, in one transaction.
                 touched = {new.uid} | {p.uid for p in consent.bound_peers(tx, key)}
-                touched |= self._resolve(tx, consent.affected_by(tx, [key]), now)
+                touched |= self._resolve(tx, consent.affected_by(tx, [key]), now, caller)
             else:
                 tx.put_network(new)
             return self._view(tx, new), touched
 
-        return self._write(op, validate_only)
+        return self._write(op, validate_only, caller=caller)
 
     def delete_network(self, caller: Caller, namespace: str, name: str, etag: str = "") -> None:
         self._authorize(caller, namespace)
@@ -333,19 +423,25 @@ class Service:
         (``SITE:NS/NETWORK`` on the command line); "" is this site."""
         request = batch.PeeringRequest(namespace, network, name, remote_network, remote_namespace, remote_uid, ttl,
                                        description, remote_site)
-        return self._write(self._consent(caller, request), validate_only)
+        return self._write(self._consent(caller, request), validate_only, caller=caller)
 
     def create_peerings(self, caller: Caller, requests: Sequence[batch.PeeringRequest],
                         validate_only: bool = False) -> list[Peering]:
         """Many consents in one write, all or none (``netpeer.service.batch``);
         the peerings in the order of ``requests``."""
         batch.check_size(len(requests))
-        ops = []
-        for i, request in enumerate(requests):
-            with batch.numbered(i):
-                ops.append(self._consent(caller, request))
-        if not ops:
-            return []
+        with self.validating(caller, validate_only):   # before the requests are checked: a refusal is cheap
+            ops = []
+            for i, request in enumerate(requests):
+                with batch.numbered(i):
+                    ops.append(self._consent(caller, request))
+            if not ops:
+                return []
+            return self._write(self._batch(ops), validate_only, weight=len(ops), caller=caller)
+
+    @staticmethod
+    def _batch(ops: list) -> Callable[[Transaction], tuple[object, set[str]]]:
+        """The write of a batch of consents (``_consent``), one after the other."""
 
         def op(tx: Transaction):
             made, touched = [], set()
@@ -357,7 +453,7 @@ class Service:
             # Read again: a later request may have bound an earlier one's half.
             return [tx.get_peering(key) for key in made], touched
 
-        return self._write(op, validate_only, weight=len(ops))
+        return op
 
     def _consent(self, caller: Caller, r: batch.PeeringRequest):
         """Checks one consent and returns the write that makes it."""
@@ -394,25 +490,27 @@ class Service:
                 raise AlreadyExists(
                     f"network {local.key} already has peering {dup.name!r} towards {remote_key}; "
                     "one peering per remote network", field="remote", value=str(remote_key))
-            self._check_quota(tx.count_peerings_of(local.key), self.quotas.peerings_per_network,
-                              f"network {local.key} has", "peerings", "peerings_per_network")
-            self._check_quota(tx.count_pending(namespace), self.quotas.pending_peerings_per_namespace,
-                              f"namespace {namespace!r} has", "Pending or Failed peerings",
-                              "pending_peerings_per_namespace")
+            quotas.check(tx.count_peerings_of(local.key), self.quotas.peerings_per_network,
+                         f"network {local.key} has", "peerings", "peerings_per_network")
+            quotas.check(tx.count_pending(namespace), self.quotas.pending_peerings_per_namespace,
+                         f"namespace {namespace!r} has", "Pending or Failed peerings",
+                         "pending_peerings_per_namespace")
             now = self.clock()
             peering = Peering(namespace, network, name, remote_namespace, remote_network, local.uid,
                               remote_uid or None, ttl_, description, Phase.PENDING, Reason.AWAITING_REMOTE,
                               f"waiting for {remote_key} to consent", now, now, 1, remote_site=remote_site)
             touched: set[str] = set()
-            if remote_site and tx.attachment(local.uid, remote_site) is None:
+            if remote_site:
                 # The first half towards that site attaches the network to the
-                # link now, so binding later only adds routes (docs/cross-site.md).
-                self.sites.attach(tx, local.uid, remote_site)
-                touched.add(local.uid)
+                # link now, so binding later only adds routes (docs/cross-site.md);
+                # a slot unused since its last half went is in use again.
+                if tx.attachment(local.uid, remote_site) is None:
+                    touched.add(local.uid)
+                self.sites.attach(tx, local, remote_site)
             tx.put_peering(peering)
             # The remote's half too: it may be pinned to a network this one replaced.
             counterpart = tx.find_peering_to(remote_key, local.key)
-            touched |= self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), now)
+            touched |= self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), now, caller)
             return tx.get_peering(key), touched
 
         return op
@@ -478,10 +576,11 @@ class Service:
             touched: set[str] = set()
             if repin:
                 counterpart = tx.find_peering_to(old.remote_key, old.network_key)
-                touched = self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), self.clock())
+                touched = self._resolve(tx, [key] + ([counterpart.key] if counterpart else []), self.clock(),
+                                        caller)
             return tx.get_peering(key), touched
 
-        return self._write(op, validate_only)
+        return self._write(op, validate_only, caller=caller)
 
     def delete_peering(self, caller: Caller, namespace: str, network: str, name: str, etag: str = "") -> None:
         self._authorize(caller, namespace)
@@ -495,6 +594,13 @@ class Service:
                 raise NotFound(f"peering {key} not found", field="peering", value=name)
             if etag and etag != old.etag:
                 raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag)
-            return None, effects.remove_peering(tx, old, self.clock(), self.sites)
+            partner = tx.find_peering_to(old.remote_key, old.network_key)
+            before = tx.count_pending(namespace)
+            # Nothing a withdrawal re-decides is charged or refused to the
+            # caller (``_reveal``): a withdrawal always works, but for the
+            # quota of its own namespace.
+            touched = effects.remove_peering(tx, old, self.clock(), self.sites)
+            quotas.check_withdrawal(tx, self.quotas, old, partner, before)
+            return None, touched
 
         self._write(op)

@@ -108,11 +108,17 @@ class WriteQueue:
         self.lock = threading.RLock()
         self._pending: list[_Pending] = []
         self._pending_lock = threading.Lock()
+        #: Notified when no write is queued any more (dry runs wait for it).
+        self._drained = threading.Condition(self._pending_lock)
         self._held: str | None = None
         #: Called (without arguments) after every commit: watchers wake up.
         self.on_commit: list[Callable[[], None]] = []
-        #: Called after a commit with the other sites whose view of this one
-        #: it changed (``Transaction.sites_changed``); must not block.
+        #: Called in every write's transaction before it commits (what this
+        #: site tells other sites follows the write:
+        #: ``netpeer.service.sites.SiteLinks.refresh``); returns the other
+        #: sites told something new.
+        self.before_commit: Callable[[Transaction], set[str]] = lambda tx: set()
+        #: Called after a commit with those sites; must not block.
         self.on_sites_changed: Callable[[set[str]], None] = lambda sites: None
         self.metrics = NONE
 
@@ -171,14 +177,24 @@ class WriteQueue:
                 total += op.weight
             group = self._pending[:take]
             del self._pending[:take]
+            if not self._pending:
+                self._drained.notify_all()
         return group
+
+    #: A dry run waits at most this long (s) for the queued writes to go first.
+    YIELD_WAIT = 1.0
 
     def dry_run(self, fn: WriteFn):
         """Runs ``fn`` like a write and answers what it answered, but keeps
         nothing: the store transaction is rolled back, the dataplane is not
-        touched (validate-only calls)."""
+        touched (validate-only calls). It lets the writes queued when it
+        comes go first (for up to ``YIELD_WAIT``)."""
         if self._held is not None:
             raise Unavailable(self._held)
+        deadline = time.monotonic() + self.YIELD_WAIT
+        with self._pending_lock:
+            while self._pending and self._drained.wait(max(0.0, deadline - time.monotonic())):
+                pass
         box: list = []
         with self.lock:
             try:
@@ -218,12 +234,11 @@ class WriteQueue:
             return result
         return dataclasses.replace(result, dataplane_cfg=marked[key], programmed_at=None)
 
-    def _committed(self, tx: Transaction) -> None:
+    def _committed(self, sites: set[str]) -> None:
         """After a commit: tell the other sites (never fails the write)."""
-        sites = getattr(tx, "sites_changed", None)
         if sites:
             try:
-                self.on_sites_changed(set(sites))
+                self.on_sites_changed(sites)
             except Exception:
                 pass
 
@@ -231,10 +246,11 @@ class WriteQueue:
         try:
             with self.store.write() as tx:
                 result, touched = op.fn(tx)
+                sites = self.before_commit(tx)
                 if touched:
                     result = self._as_marked(result, self._program(tx, touched))
             op.result = result
-            self._committed(tx)
+            self._committed(sites)
         except BaseException as exc:
             op.error = exc
         finally:
@@ -266,6 +282,7 @@ class WriteQueue:
                         continue
                     done.append((op, result))
                     touched |= t
+                sites = self.before_commit(tx)
                 marked = self._program(tx, touched) if touched else {}
         except Unavailable as exc:
             # Unreachable or too slow: every write of the group would fail alike.
@@ -283,4 +300,4 @@ class WriteQueue:
             op.result, op.done = self._as_marked(result, marked), True
         for op, exc in failed:
             op.error, op.done = exc, True
-        self._committed(tx)
+        self._committed(sites)

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Collection, Iterator
 
 from netpeer.core.models import Event, Network, NetworkKey, Peering, PeeringKey, Token
+from netpeer.core.sides import ItemKey, LinkState
 
 
 class Transaction(abc.ABC):
@@ -25,6 +26,9 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def list_networks(self, namespace: str | None, after: str = "", limit: int | None = None) -> list[Network]:
         """Networks of one namespace (all if None) ordered by name, after ``after``."""
+    @abc.abstractmethod
+    def network_uids(self) -> list[str]:
+        """The uid of every network, unordered (no row read beyond it)."""
     @abc.abstractmethod
     def put_network(self, network: Network) -> None: ...
     @abc.abstractmethod
@@ -67,8 +71,6 @@ class Transaction(abc.ABC):
     def mirror_of(self, site: str) -> tuple[list[tuple[Network, int | None]], list[Peering]]:
         """What ``site`` last told: its networks (with attachment slots) and halves."""
     @abc.abstractmethod
-    def replace_mirror(self, site: str, networks, halves) -> None: ...
-    @abc.abstractmethod
     def mirrored_sites(self) -> list[str]: ...
     @abc.abstractmethod
     def remote_attachment(self, site: str, uid: str) -> int | None: ...
@@ -81,6 +83,63 @@ class Transaction(abc.ABC):
         """Attaches a network to the link with ``site``; its slot (idempotent)."""
     @abc.abstractmethod
     def release_attachment(self, network_uid: str, site: str) -> None: ...
+    @abc.abstractmethod
+    def attached_to(self, site: str) -> list[str]:
+        """The uids of this site's networks attached to the link with ``site``."""
+    @abc.abstractmethod
+    def halves_of_to_site(self, network: NetworkKey, site: str) -> list[Peering]:
+        """The halves of this site's ``network`` naming a network of ``site``."""
+    @abc.abstractmethod
+    def sites_of(self, network: NetworkKey) -> set[str]:
+        """The sites ``network``'s halves name, and those told something of it."""
+    @abc.abstractmethod
+    def networks_towards(self, remote: NetworkKey) -> set[NetworkKey]:
+        """This site's networks with a half naming ``remote`` (of another site)."""
+
+    # what this site tells the others, item by item (netpeer.service.sitelog)
+    @abc.abstractmethod
+    def outbox_of(self, site: str, network: NetworkKey) -> dict[ItemKey, tuple[str | None, int, int]]: ...
+    @abc.abstractmethod
+    def outbox_put(self, site: str, key: ItemKey, value: str | None, h: int, seq: int) -> None: ...
+    @abc.abstractmethod
+    def outbox_since(self, site: str, since: int, limit: int) -> list[tuple[ItemKey, str | None, int]]: ...
+    @abc.abstractmethod
+    def outbox_live(self, site: str) -> list[tuple[ItemKey, str]]: ...
+    @abc.abstractmethod
+    def outbox_tombstones(self, site: str) -> list[int]: ...
+    @abc.abstractmethod
+    def outbox_prune(self, site: str, upto: int) -> int: ...
+    @abc.abstractmethod
+    def meta(self, key: str) -> str | None:
+        """A record of the store's own (``put_meta``)."""
+    @abc.abstractmethod
+    def put_meta(self, key: str, value: str) -> None: ...
+    @abc.abstractmethod
+    def get_link(self, site: str) -> LinkState | None: ...
+    @abc.abstractmethod
+    def put_link(self, link: LinkState) -> None: ...
+    @abc.abstractmethod
+    def links(self) -> list[LinkState]: ...
+    @abc.abstractmethod
+    def mirror_hash(self, site: str, key: ItemKey) -> int | None: ...
+    @abc.abstractmethod
+    def mirror_put(self, site: str, item, h: int) -> None: ...
+    @abc.abstractmethod
+    def mirror_remove(self, site: str, key: ItemKey) -> None: ...
+    @abc.abstractmethod
+    def mirror_clear(self, site: str) -> None: ...
+    @abc.abstractmethod
+    def attachment_unused(self, network_uid: str, site: str, since: datetime) -> None:
+        """Notes when the network's last half towards ``site`` went (kept if noted; ``attach`` clears it)."""
+    @abc.abstractmethod
+    def idle_attachments(self) -> list[tuple[str, str, datetime | None]]:
+        """(network uid, site, unused since or None) of attachments with no half towards their site."""
+    @abc.abstractmethod
+    def count_attachments(self, namespace: str, site: str) -> int:
+        """The slots the networks of ``namespace`` hold on the link with ``site``."""
+    @abc.abstractmethod
+    def attachment_use(self) -> dict[str, dict[str, int]]:
+        """{site: {namespace: slots held on the link with that site}}."""
 
     @abc.abstractmethod
     def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, sites: Collection[str] | None = None,
@@ -99,16 +158,18 @@ class Transaction(abc.ABC):
         """(network uid, other site) of the Bound pairs marked
         ``WAITS_FOR_DATAPLANE``."""
 
-    # events (Watch)
+    # events (Watch). A revision counts the changes of one namespace: what
+    # another namespace does never moves it. The notifier alone follows the
+    # order of all changes (a sequence, never shown to a caller).
     @abc.abstractmethod
     def events_after(self, namespace: str, network: str | None, revision: int, limit: int) -> list[Event]:
         """The changes of ``namespace`` (of one network's, with ``network``) after ``revision``, in order."""
     @abc.abstractmethod
     def namespaces_changed(self, after: int) -> tuple[int, set[str]]:
-        """(newest revision, namespaces with changes after ``after``)."""
+        """(the newest change's place in the sequence, namespaces with changes after place ``after``)."""
     @abc.abstractmethod
-    def revisions(self) -> tuple[int, int]:
-        """(oldest revision kept, newest revision); oldest = newest + 1 when none is kept."""
+    def revisions(self, namespace: str) -> tuple[int, int]:
+        """(oldest revision of ``namespace`` kept, its newest); oldest = newest + 1 when none is kept."""
     @abc.abstractmethod
     def prune_events(self, older_than: datetime, keep: int) -> int:
         """Drops events older than ``older_than`` beyond the newest ``keep``; how many."""

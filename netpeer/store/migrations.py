@@ -44,6 +44,42 @@ _SITE_TABLES = (
         PRIMARY KEY (network_uid, site), UNIQUE (site, idx))""",
 )
 
+# Cross-site changes instead of whole sides (docs/cross-site.md, "How consent
+# crosses sites"): what this site tells each other one, item by item with a
+# sequence number (removals kept as tombstones until acknowledged), each
+# link's numbering and digests, and the hash of every mirrored item.
+_SITE_LOG = (
+    """CREATE TABLE IF NOT EXISTS site_outbox (
+        site TEXT NOT NULL, namespace TEXT NOT NULL, network TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+        value TEXT, hash TEXT NOT NULL, seq BIGINT NOT NULL,
+        PRIMARY KEY (site, namespace, network, kind, name))""",
+    "CREATE INDEX IF NOT EXISTS site_outbox_by_seq ON site_outbox (site, seq)",
+    "CREATE INDEX IF NOT EXISTS site_outbox_by_network ON site_outbox (namespace, network)",
+    "CREATE INDEX IF NOT EXISTS site_outbox_removed ON site_outbox (site, seq) WHERE value IS NULL",
+    """CREATE TABLE IF NOT EXISTS site_links (
+        site TEXT PRIMARY KEY, stream TEXT NOT NULL, head BIGINT NOT NULL, horizon BIGINT NOT NULL,
+        out_count BIGINT NOT NULL, out_xor TEXT NOT NULL, peer_stream TEXT NOT NULL, peer_ack BIGINT NOT NULL,
+        in_stream TEXT NOT NULL, in_seq BIGINT NOT NULL, mirror_count BIGINT NOT NULL, mirror_xor TEXT NOT NULL,
+        resyncs_received BIGINT NOT NULL,
+        reachable INTEGER NOT NULL, last_ok BIGINT, last_error TEXT NOT NULL)""",
+    "ALTER TABLE remote_networks ADD COLUMN hash TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE remote_halves ADD COLUMN hash TEXT NOT NULL DEFAULT ''",
+)
+
+# A link's released slots below its highest taken one (``sites_sql.attach``):
+# the lowest free slot is then two index look-ups, not a read of every slot.
+# A store from before gets the gaps it has.
+_FREE_SLOTS = (
+    """CREATE TABLE IF NOT EXISTS attachment_free (
+        site TEXT NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (site, idx))""",
+    """WITH RECURSIVE slots (site, idx, top) AS (
+        SELECT site, 0, MAX(idx) FROM attachments GROUP BY site
+        UNION ALL SELECT site, idx + 1, top FROM slots WHERE idx + 1 < top)
+       INSERT INTO attachment_free (site, idx)
+       SELECT site, idx FROM slots s WHERE s.idx < s.top
+       AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.site = s.site AND a.idx = s.idx)""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "networks, peerings, tokens", sqlite=(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -168,6 +204,39 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX peerings_by_site ON peerings (remote_site) WHERE remote_site != ''",
         *_SITE_TABLES,
     )),
+    Migration(5, "since when an attachment to a site link has had no half towards that site",
+              sqlite=("ALTER TABLE attachments ADD COLUMN unused_since INTEGER",),
+              postgresql=("ALTER TABLE attachments ADD COLUMN IF NOT EXISTS unused_since BIGINT",)),
+    # Revisions per namespace: the one a tenant sees counts its namespace's
+    # changes only (a global one let it count everyone else's writes). The
+    # global one stays, as the order the watch notifier follows. Kept events
+    # keep the revisions clients saw (each namespace's still increase), so
+    # a watch resumes across the upgrade; from then on every namespace
+    # counts on from the newest revision of the time (revision_base).
+    Migration(6, "Watch revisions per namespace", sqlite=(
+        "ALTER TABLE events ADD COLUMN ns_revision INTEGER NOT NULL DEFAULT 0",
+        "UPDATE events SET ns_revision = revision",
+        "DROP INDEX IF EXISTS events_by_namespace",
+        "CREATE INDEX IF NOT EXISTS events_by_namespace_revision ON events (namespace, ns_revision)",
+        "CREATE TABLE IF NOT EXISTS namespace_revisions (namespace TEXT PRIMARY KEY, revision INTEGER NOT NULL)",
+        "INSERT OR REPLACE INTO meta VALUES ('revision_base', "
+        "CAST(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='events'), 0) AS TEXT))",
+    ), postgresql=(
+        # No default: an older replica still running fails its writes
+        # instead of recording events without a revision.
+        "ALTER TABLE events ADD COLUMN IF NOT EXISTS ns_revision BIGINT",
+        "UPDATE events SET ns_revision = revision",
+        "ALTER TABLE events ALTER COLUMN ns_revision SET NOT NULL",
+        "DROP INDEX IF EXISTS events_by_namespace",
+        "CREATE INDEX IF NOT EXISTS events_by_namespace_revision ON events (namespace, ns_revision)",
+        "CREATE TABLE IF NOT EXISTS namespace_revisions (namespace TEXT PRIMARY KEY, revision BIGINT NOT NULL)",
+        "INSERT INTO meta VALUES ('revision_base', (SELECT COALESCE(max(revision), "
+        "(SELECT CAST(value AS BIGINT) FROM meta WHERE key='events_head'), 0) FROM events)::text) "
+        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+    )),
+    Migration(7, "sites: changes told item by item; each link's numbering and digests", sqlite=_SITE_LOG,
+              postgresql=_SITE_LOG),
+    Migration(8, "sites: a link's free slots", sqlite=_FREE_SLOTS, postgresql=_FREE_SLOTS),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -3,7 +3,7 @@
 ``netpeer.store.sites_sql``) run on PostgreSQL. Its statements are shared:
 ``_q`` turns their ``?`` placeholders into psycopg's ``%s``; only the
 statements whose dialects differ (upserts, the token decoy, savepoints, the
-head revision) are replaced here. A lost connection becomes
+newest change's place in the sequence) are replaced here. A lost connection becomes
 ``Unavailable``: the write changed nothing."""
 
 from __future__ import annotations
@@ -56,10 +56,6 @@ class PgTx(_SqliteTx):
     def _q(self, sql: str, args=()):
         return self.execute(placeholders(sql), args) if args else self.execute(sql)
 
-    def meta(self, key: str) -> str | None:
-        row = self._one("SELECT value FROM meta WHERE key=?", (key,))
-        return row[0] if row else None
-
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
         self._savepoints += 1
@@ -76,17 +72,16 @@ class PgTx(_SqliteTx):
         self.execute(f"RELEASE SAVEPOINT {name}")
 
     # events
-    def revisions(self) -> tuple[int, int]:
-        row = self._one("SELECT min(revision), max(revision) FROM events")
-        if row[1] is not None:
-            return row[0], row[1]
-        # None kept: the newest revision pruned (recorded by prune_events), not
-        # the identity's counter, which a transaction in progress may have moved.
-        head = int(self.meta("events_head") or 0)
-        return head + 1, head
+    def _sequence(self) -> int:
+        row = self._one("SELECT max(revision) FROM events")
+        if row[0] is not None:
+            return row[0]
+        # None kept: the newest pruned (recorded by prune_events), not the
+        # identity's counter, which a transaction in progress may have moved.
+        return int(self.meta("events_head") or 0)
 
     def prune_events(self, older_than: datetime, keep: int) -> int:
-        head = self.revisions()[1]
+        head = self._sequence()
         self._q("INSERT INTO meta VALUES ('events_head', ?) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                 (str(head),))
         return self._q("DELETE FROM events WHERE time < ? AND revision <= ?", (_us(older_than), head - keep)).rowcount

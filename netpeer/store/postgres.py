@@ -13,10 +13,11 @@ exactly as the in-process lock serializes them within one, each sees
 everything committed before it, and Watch revisions are handed out in commit
 order. Why one lock and not SERIALIZABLE with retries: docs/performance.md.
 
-Reads run on one connection per thread in REPEATABLE READ READ ONLY
-transactions (one snapshot per read, never waiting for a write). A
-connection that breaks (PostgreSQL restarted) is replaced on the next use;
-the call that hit it answers UNAVAILABLE. A commit whose answer was lost is
+Reads run in REPEATABLE READ READ ONLY transactions (one snapshot per read,
+never waiting for a write), each on a connection taken from a bounded pool
+(``netpeer.store.pool``) and given back. A connection that breaks
+(PostgreSQL restarted) is dropped from the pool, not given back; the call
+that hit it answers UNAVAILABLE. A commit whose answer was lost is
 looked up again (``pg_xact_status``), so the caller is told what happened.
 """
 
@@ -34,6 +35,7 @@ from netpeer.errors import FailedPrecondition, InvalidArgument, Unavailable
 from netpeer.store import migrations
 from netpeer.store.base import Store, Transaction
 from netpeer.store.pg_tx import PgTx
+from netpeer.store.pool import Pool
 
 #: pg_advisory_xact_lock keys (per database): all writes; schema migrations.
 WRITE_LOCK = 0x6E65_7470_6565_7201
@@ -48,14 +50,21 @@ def redact(url: str) -> str:
 
 class PostgresStore(Store):
     savepoints = True
+    #: Read connections open at most (more reads at once wait for one), and
+    #: how many stay open when idle: each is a server process, and every
+    #: replica has its own.
+    READERS, IDLE_READERS = 20, 2
 
     def __init__(self, url: str, upgrade: bool = True, connect_timeout: float = 5.0,
-                 lock_timeout: float = 30.0, idle_timeout: float = 60.0, application_name: str = "netpeer"):
+                 lock_timeout: float = 30.0, idle_timeout: float = 60.0, application_name: str = "netpeer",
+                 readers: int = READERS, idle_readers: int = IDLE_READERS, reader_idle_s: float = 30.0):
         """Connects to ``url`` and applies missing migrations (unless
         ``upgrade`` is false: then an old schema is refused). A write waits
         at most ``lock_timeout`` s for another replica's write (then
         UNAVAILABLE); a replica that holds the write lock without a word for
-        ``idle_timeout`` s (frozen) loses its session, and so the lock."""
+        ``idle_timeout`` s (frozen) loses its session, and so the lock. At
+        most ``readers`` read connections are open at once; beyond
+        ``idle_readers``, those idle for ``reader_idle_s`` are closed."""
         self.url = url
         self.where = redact(url)
         self._connect_timeout = connect_timeout
@@ -63,9 +72,9 @@ class PostgresStore(Store):
         self._options = (f"-c lock_timeout={int(lock_timeout * 1000)} "
                          f"-c idle_in_transaction_session_timeout={int(idle_timeout * 1000)}")
         self._lock = threading.RLock()
-        self._local = threading.local()
-        self._readers: list[psycopg.Connection] = []
-        self._readers_lock = threading.Lock()
+        self.readers: Pool[psycopg.Connection] = Pool(self._connect, psycopg.Connection.close, maximum=readers,
+                                                      keep=idle_readers, idle=reader_idle_s,
+                                                      where=f"store {self.where}")
         self._db = self._connect()
         self.applied = self.migrate(apply=upgrade)
         with self.read() as tx:
@@ -88,17 +97,6 @@ class PostgresStore(Store):
             self._db = self._connect()
         return self._db
 
-    def _reader(self) -> psycopg.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None or db.closed or db.broken:
-            if db is not None:
-                db.close()
-            db = self._connect()
-            self._local.db = db
-            with self._readers_lock:
-                self._readers.append(db)
-        return db
-
     # ------------------------------------------------------------ schema
     def schema_version(self) -> int:
         with self._lock:
@@ -113,8 +111,8 @@ class PostgresStore(Store):
 
     def migrate(self, apply: bool = True) -> list[int]:
         """Applies the missing migrations, each in its own transaction under a
-        lock of its own (replicas starting together apply each once); the
-        versions applied."""
+        lock of its own (replicas starting together apply each once) and the
+        write lock; the versions applied."""
         done = []
         with self._lock:
             db = self._writer()
@@ -128,6 +126,8 @@ class PostgresStore(Store):
                 for m in todo:
                     with db.transaction():
                         db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
+                        # And the write lock: no running replica's write lands in the middle of a migration.
+                        db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                         if self._version(db) >= m.version:   # another replica did it meanwhile
                             continue
                         for statement in m.postgresql:
@@ -144,31 +144,43 @@ class PostgresStore(Store):
         return self._store_id
 
     # ------------------------------------------------------------ transactions
-    def _begin(self, connection, statement: str) -> psycopg.Connection:
-        """``statement`` (a BEGIN) on ``connection()``; a connection broken
-        since its last use (PostgreSQL restarted) is replaced once: nothing
-        had been sent on it yet."""
+    def _begin(self, take, statement: str, drop=psycopg.Connection.close) -> psycopg.Connection:
+        """``statement`` (a BEGIN) on ``take()``; a connection that fails it
+        is dropped (``drop``), and one broken since its last use (PostgreSQL
+        restarted) is replaced once: nothing had been sent on it yet."""
         for attempt in (1, 2):
-            db = connection()
+            db = take()
             try:
                 db.execute(statement)
                 return db
             except psycopg.OperationalError as exc:
                 broken = db.broken
-                db.close()
+                drop(db)
                 if attempt == 2 or not broken:
                     raise self._unavailable(exc) from None
         raise AssertionError("unreachable")
 
+    def _drop_reader(self, db: psycopg.Connection) -> None:
+        """Out of the pool; when it broke, the idle ones went with it (they
+        went to the same server, which most likely restarted)."""
+        broken = db.broken
+        self.readers.give(db, broken=True)
+        if broken:
+            self.readers.close_idle()
+
     @contextlib.contextmanager
     def read(self) -> Iterator[Transaction]:
-        """A snapshot of what was committed (REPEATABLE READ, read only)."""
-        db = self._begin(self._reader, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        """A snapshot of what was committed (REPEATABLE READ, read only), on
+        a connection taken from the pool and given back after; one that
+        broke is dropped instead."""
+        db = self._begin(self.readers.take, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", self._drop_reader)
         try:
             yield PgTx(db, self.where)
         finally:
             with contextlib.suppress(psycopg.Error):
                 db.execute("ROLLBACK")
+            self.readers.give(db, broken=db.broken or db.closed
+                              or db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Transaction]:
@@ -259,10 +271,7 @@ class PostgresStore(Store):
     def close(self) -> None:
         with self._lock:
             self._db.close()
-        with self._readers_lock:
-            for db in self._readers:
-                db.close()
-            self._readers.clear()
+        self.readers.close()
 
 
 def _first_line(exc: Exception) -> str:

@@ -3,8 +3,8 @@
 WAL journal with ``synchronous=FULL``: a write acknowledged to a client was
 fsynced before the acknowledgement, so it survives kill -9 and power loss.
 One write connection guarded by a lock (writes are serialized by the
-service anyway); reads go through one read-only connection per thread, so
-they never wait for a write in progress. The files are private (0600): they
+service anyway); reads go through a bounded pool of read-only connections
+(``netpeer.store.pool``), so they never wait for a write in progress. The files are private (0600): they
 hold token hashes. The schema comes from ``netpeer.store.migrations``.
 
 Longer than 400 lines: its transaction class is also the PostgreSQL
@@ -26,6 +26,7 @@ from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, 
 from netpeer.errors import FailedPrecondition
 from netpeer.store import migrations
 from netpeer.store.base import Store, Transaction
+from netpeer.store.pool import Pool
 from netpeer.store.sites_sql import SiteMirrorSql
 
 
@@ -40,10 +41,18 @@ def _dt(us: int) -> datetime:
 class SqliteStore(Store):
     savepoints = True
 
-    def __init__(self, path: str | os.PathLike, upgrade: bool = True):
+    #: Read connections open at most (more reads at once wait for one), and
+    #: how many of them stay open when idle. netpeerd reads on its 16 read
+    #: workers, the sweeper, the programmer and the metrics endpoint.
+    READERS, IDLE_READERS = 32, 4
+
+    def __init__(self, path: str | os.PathLike, upgrade: bool = True, readers: int = READERS,
+                 idle_readers: int = IDLE_READERS, reader_idle_s: float = 30.0):
         """Opens (creating it if needed) the store at ``path``. Missing
         migrations are applied unless ``upgrade`` is false (then an old store
-        is refused with the command that upgrades it)."""
+        is refused with the command that upgrades it). At most ``readers``
+        read connections are open at once; beyond ``idle_readers``, those
+        idle for ``reader_idle_s`` are closed."""
         self.path = self.where = str(path)
         if self.path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
@@ -59,13 +68,12 @@ class SqliteStore(Store):
             if self.path != ":memory:":
                 os.umask(old_umask)
         self._lock = threading.RLock()
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
-        # Readers inside read(): close() leaves them to their own thread (closing
-        # a connection another thread is querying crashes the sqlite3 module).
-        self._busy: set[sqlite3.Connection] = set()
-        self._closed = False
+        # A reader busy in read() when the store is closed is closed by its own
+        # thread (closing a connection another thread is querying crashes the
+        # sqlite3 module): the pool does that.
+        self.readers: Pool[sqlite3.Connection] = Pool(
+            self._open_reader, sqlite3.Connection.close, maximum=readers, keep=idle_readers, idle=reader_idle_s,
+            where=f"store {self.where}")
         #: The migrations this opening applied.
         self.applied = self.migrate(apply=upgrade)
         with self._lock:
@@ -114,27 +122,20 @@ class SqliteStore(Store):
     def store_id(self) -> str:
         return self._store_id
 
-    def _reader(self) -> sqlite3.Connection | None:
-        """This thread's read-only connection (WAL lets readers run while a
-        write transaction is open); None for an in-memory store."""
-        if self.path == ":memory:":
-            return None
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA query_only=ON")
-            self._local.db = db
-            with self._readers_lock:
-                self._readers.append(db)
+    def _open_reader(self) -> sqlite3.Connection:
+        """A read-only connection (WAL lets readers run while a write
+        transaction is open)."""
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA query_only=ON")
         return db
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Transaction]:
         """A consistent snapshot of what was committed. Reads do not wait for
-        a write in progress (which may be waiting for OVN): each thread reads
-        through its own connection."""
-        db = self._reader()
-        if db is None:
+        a write in progress (which may be waiting for OVN): each takes a
+        read connection of its own from the pool for its duration (an
+        in-memory store has none: its reads take the write connection)."""
+        if self.path == ":memory:":
             with self._lock:
                 self._db.execute("BEGIN")
                 try:
@@ -142,21 +143,18 @@ class SqliteStore(Store):
                 finally:
                     self._db.execute("ROLLBACK")
             return
-        with self._readers_lock:
-            if self._closed:
-                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-            self._busy.add(db)
+        db = self.readers.take()
+        clean = False
         try:
             db.execute("BEGIN")
             try:
                 yield _SqliteTx(db)
             finally:
                 db.execute("ROLLBACK")
+                clean = True
         finally:
-            with self._readers_lock:
-                self._busy.discard(db)
-                if self._closed:
-                    db.close()
+            # A connection whose transaction could not be ended is not reused.
+            self.readers.give(db, broken=not clean)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Transaction]:
@@ -173,18 +171,22 @@ class SqliteStore(Store):
     def close(self) -> None:
         with self._lock:
             self._db.close()
-        with self._readers_lock:
-            self._closed = True
-            for db in self._readers:
-                if db not in self._busy:
-                    db.close()
-            self._readers.clear()
+        self.readers.close()
 
 
 _NET_COLS = "namespace, name, uid, subnets, routes, description, create_time, update_time, revision"
 _PEER_COLS = ("namespace, network, name, remote_namespace, remote_network, network_uid, remote_uid, "
               "ttl_seconds, description, phase, reason, message, last_transition, expires_at, "
               "create_time, revision, dataplane_cfg, programmed_at, remote_site, conflicts")
+
+
+# Where every namespace's revisions start (0, or the newest revision when
+# the store moved to revisions per namespace: migration 6).
+_BASE = "(SELECT CAST(value AS BIGINT) FROM meta WHERE key='revision_base')"
+# A namespace's next revision (the statement both dialects understand).
+_NEXT_REVISION = (f"INSERT INTO namespace_revisions (namespace, revision) VALUES (?, {_BASE} + 1) "
+                  "ON CONFLICT (namespace) DO UPDATE SET revision = namespace_revisions.revision + 1 "
+                  "RETURNING revision")
 
 
 def _event(row) -> Event:
@@ -222,6 +224,12 @@ def _peering(row) -> Peering:
         remote_site=row[18] if len(row) > 18 else "", conflicts=tuple(json.loads(row[19])) if len(row) > 19 else ())
 
 
+def _told(p: Peering) -> tuple:
+    """The fields of a half that another site is told (``netpeer.core.sides.ToldHalf``)."""
+    return (p.remote_site, p.remote_namespace, p.remote_network, p.network_uid, p.remote_uid, p.create_time,
+            p.phase, p.conflicts)
+
+
 def _peering_values(p: Peering) -> tuple:
     expires = p.expires_at
     return (p.namespace, p.network, p.name, p.remote_namespace, p.remote_network, p.network_uid,
@@ -249,7 +257,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def __init__(self, db: sqlite3.Connection):
         self._db = db
-        self.sites_changed: set[str] = set()
+        self.networks_changed: set[NetworkKey] = set()
         self._forget()
 
     def _forget(self) -> None:
@@ -309,6 +317,9 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         row = self._one(f"SELECT {_NET_COLS} FROM networks WHERE uid=?", (uid,))
         return _network(row) if row else None
 
+    def network_uids(self) -> list[str]:
+        return [r[0] for r in self._q("SELECT uid FROM networks")]
+
     def list_networks(self, namespace, after="", limit=None):
         sql = f"SELECT {_NET_COLS} FROM networks"
         args: list = []
@@ -327,26 +338,32 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         return [_network(r) for r in self._q(sql, args)]
 
     def put_network(self, n: Network) -> None:
-        existed = self._one("SELECT 1 FROM networks WHERE namespace=? AND name=?", (n.namespace, n.name))
+        old = self.get_network(n.key)
+        existed = old is not None
         values = _network_values(n)
         self._q(self._PUT_NETWORK, values)
         self._networks[n.key] = _network(values)  # as a read returns it (times to the microsecond)
-        if existed:
-            self._mark_sites_of(n.key)
+        if old is None or (old.uid, old.subnets, old.routes) != (n.uid, n.subnets, n.routes):
+            self.networks_changed.add(n.key)   # what other sites are told of it may change
         self._event(n.namespace, n.name, "network", n.name, EventType.UPDATED if existed else EventType.CREATED,
                     values)
 
     def delete_network(self, key: NetworkKey) -> None:
         self._forget()
+        self.networks_changed.add(key)
         if self._q("DELETE FROM networks WHERE namespace=? AND name=?",
                    (key.namespace, key.name)).rowcount:
             self._event(key.namespace, key.name, "network", key.name, EventType.DELETED, None)
 
     def _event(self, namespace: str, network: str, kind: str, name: str, type_: str, values) -> None:
-        """Records a change for Watch, in the same transaction as the change."""
-        self._q("INSERT INTO events (time, namespace, network, kind, name, type, body) "
-                "VALUES (?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
-                                           type_, json.dumps(values)))
+        """Records a change for Watch, in the same transaction as the change,
+        with the next revision of its namespace. Writes serialize (one
+        connection here, the replicas' write lock in PostgreSQL), so a
+        namespace's revisions follow commit order."""
+        revision = self._q(_NEXT_REVISION, (namespace,)).fetchall()[0][0]
+        self._q("INSERT INTO events (time, namespace, network, kind, name, type, body, ns_revision) "
+                "VALUES (?,?,?,?,?,?,?,?)", (_us(datetime.now(timezone.utc)), namespace, network, kind, name,
+                                             type_, json.dumps(values), revision))
 
     # peerings
     def get_peering(self, key: PeeringKey) -> Peering | None:
@@ -390,6 +407,11 @@ class _SqliteTx(SiteMirrorSql, Transaction):
             f"SELECT {_PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? AND remote_site=? "
             "ORDER BY namespace, network, name", (network.namespace, network.name, network.site))]
 
+    def halves_of_to_site(self, network: NetworkKey, site: str) -> list[Peering]:
+        return [_peering(r) for r in self._q(
+            f"SELECT {_PEER_COLS} FROM peerings WHERE namespace=? AND network=? AND remote_site=? ORDER BY name",
+            (network.namespace, network.name, site))]
+
     def halves_to_site(self, site: str) -> list[Peering]:
         return [_peering(r) for r in self._q(
             f"SELECT {_PEER_COLS} FROM peerings WHERE remote_site=? ORDER BY namespace, network, name", (site,))]
@@ -397,8 +419,8 @@ class _SqliteTx(SiteMirrorSql, Transaction):
     def put_peering(self, p: Peering) -> None:
         old = self.get_peering(p.key)
         values = _peering_values(p)
-        if p.remote_site:
-            self.sites_changed.add(p.remote_site)
+        if old is None or _told(old) != _told(p):
+            self.networks_changed.add(p.network_key)   # what other sites are told of it may change
         self._q(self._PUT_PEERING, values)
         self._keep_peering(p.key, _peering(values))  # as a read returns it (times to the microsecond)
         if old is None:
@@ -413,10 +435,7 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def delete_peering(self, key: PeeringKey) -> None:
         self._keep_peering(key, None)
-        row = self._one("SELECT remote_site FROM peerings WHERE namespace=? AND network=? AND name=?",
-                        (key.namespace, key.network, key.name))
-        if row and row[0]:
-            self.sites_changed.add(row[0])
+        self.networks_changed.add(key.network_key)
         if self._q("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
                    (key.namespace, key.network, key.name)).rowcount:
             self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
@@ -449,15 +468,16 @@ class _SqliteTx(SiteMirrorSql, Transaction):
             f"SELECT {_PEER_COLS} FROM peerings WHERE programmed_at IS NULL AND dataplane_cfg IS NOT NULL "
             "AND dataplane_cfg <= ? ORDER BY dataplane_cfg LIMIT ?", (up_to, limit))]
 
-    # events
+    # events: ``ns_revision`` is the revision a namespace's watchers see;
+    # ``revision`` the order of all changes, which only the notifier follows.
     def events_after(self, namespace: str, network: str | None, revision: int, limit: int) -> list[Event]:
-        sql = ("SELECT revision, time, namespace, network, kind, name, type, body FROM events "
-               "WHERE namespace=? AND revision > ?")
+        sql = ("SELECT ns_revision, time, namespace, network, kind, name, type, body FROM events "
+               "WHERE namespace=? AND ns_revision > ?")
         args: list = [namespace, revision]
         if network is not None:
             sql += " AND network=?"
             args.append(network)
-        sql += " ORDER BY revision LIMIT ?"
+        sql += " ORDER BY ns_revision LIMIT ?"
         args.append(limit)
         return [_event(r) for r in self._q(sql, args)]
 
@@ -465,23 +485,29 @@ class _SqliteTx(SiteMirrorSql, Transaction):
         rows = self._q("SELECT revision, namespace FROM events WHERE revision > ? ORDER BY revision",
                        (after,)).fetchall()
         if not rows:
-            return max(after, self.revisions()[1]), set()
+            return max(after, self._sequence()), set()
         return rows[-1][0], {r[1] for r in rows}
 
-    def revisions(self) -> tuple[int, int]:
-        # Two subqueries: SQLite reads min() or max() alone from the key, but
-        # scans the whole table for both in one SELECT (7 ms at 100,000
-        # events, on every health check and sweep).
-        row = self._one("SELECT (SELECT min(revision) FROM events), (SELECT max(revision) FROM events)", ())
-        if row[1] is not None:
-            return row[0], row[1]
+    def revisions(self, namespace: str) -> tuple[int, int]:
+        # Both from keys (the index on namespace and ns_revision, the heads'
+        # primary key): the health check and every new watch read them.
+        row = self._one("SELECT (SELECT min(ns_revision) FROM events WHERE namespace=?), "
+                        f"COALESCE((SELECT revision FROM namespace_revisions WHERE namespace=?), {_BASE})",
+                        (namespace, namespace))
+        head = row[1]
+        return (row[0] if row[0] is not None else head + 1), head
+
+    def _sequence(self) -> int:
+        """The newest change's place in the order of all of them."""
+        row = self._one("SELECT max(revision) FROM events", ())
+        if row[0] is not None:
+            return row[0]
         # No event kept: the next one gets the sequence's next value.
         seq = self._one("SELECT seq FROM sqlite_sequence WHERE name='events'", ())
-        head = seq[0] if seq else 0
-        return head + 1, head
+        return seq[0] if seq else 0
 
     def prune_events(self, older_than: datetime, keep: int) -> int:
-        head = self.revisions()[1]
+        head = self._sequence()
         return self._q("DELETE FROM events WHERE time < ? AND revision <= ?",
                        (_us(older_than), head - keep)).rowcount
 
@@ -543,6 +569,15 @@ class _SqliteTx(SiteMirrorSql, Transaction):
 
     def count_tokens(self) -> int:
         return self._one("SELECT count(*) FROM tokens", ())[0]
+
+    # settings and records of the store itself
+    def meta(self, key: str) -> str | None:
+        row = self._one("SELECT value FROM meta WHERE key=?", (key,))
+        return row[0] if row else None
+
+    def put_meta(self, key: str, value: str) -> None:
+        self._q("DELETE FROM meta WHERE key=?", (key,))
+        self._q("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     # generation
     def generation(self) -> int:

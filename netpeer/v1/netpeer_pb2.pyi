@@ -394,7 +394,7 @@ class SweepReport(_message.Message):
     def __init__(self, expired: _Optional[int] = ..., repaired_rows: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class ServerStatus(_message.Message):
-    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals", "site", "sites", "replica", "leader")
+    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals", "site", "sites", "replica", "leader", "dataplane")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DATAPLANE_CONNECTED_FIELD_NUMBER: _ClassVar[int]
     SWEEPS_FIELD_NUMBER: _ClassVar[int]
@@ -406,6 +406,7 @@ class ServerStatus(_message.Message):
     SITES_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
+    DATAPLANE_FIELD_NUMBER: _ClassVar[int]
     version: str
     dataplane_connected: bool
     sweeps: int
@@ -417,35 +418,104 @@ class ServerStatus(_message.Message):
     sites: _containers.RepeatedCompositeFieldContainer[SiteLinkStatus]
     replica: str
     leader: str
-    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ..., site: _Optional[str] = ..., sites: _Optional[_Iterable[_Union[SiteLinkStatus, _Mapping]]] = ..., replica: _Optional[str] = ..., leader: _Optional[str] = ...) -> None: ...
+    dataplane: str
+    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ..., site: _Optional[str] = ..., sites: _Optional[_Iterable[_Union[SiteLinkStatus, _Mapping]]] = ..., replica: _Optional[str] = ..., leader: _Optional[str] = ..., dataplane: _Optional[str] = ...) -> None: ...
 
 class SiteLinkStatus(_message.Message):
-    __slots__ = ("site", "reachable", "last_ok_time", "last_error", "exchanges", "failures")
+    __slots__ = ("site", "reachable", "last_ok_time", "last_error", "exchanges", "failures", "capacity", "slots_used", "top_namespaces", "bytes_sent", "bytes_received", "resyncs_sent", "resyncs_received", "pending_changes", "diverged", "items_told", "items_held")
     SITE_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
     LAST_OK_TIME_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     EXCHANGES_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
+    TOP_NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    RESYNCS_SENT_FIELD_NUMBER: _ClassVar[int]
+    RESYNCS_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    PENDING_CHANGES_FIELD_NUMBER: _ClassVar[int]
+    DIVERGED_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_TOLD_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_HELD_FIELD_NUMBER: _ClassVar[int]
     site: str
     reachable: bool
     last_ok_time: _timestamp_pb2.Timestamp
     last_error: str
     exchanges: int
     failures: int
-    def __init__(self, site: _Optional[str] = ..., reachable: _Optional[bool] = ..., last_ok_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., exchanges: _Optional[int] = ..., failures: _Optional[int] = ...) -> None: ...
+    capacity: int
+    slots_used: int
+    top_namespaces: _containers.RepeatedCompositeFieldContainer[NamespaceSlots]
+    bytes_sent: int
+    bytes_received: int
+    resyncs_sent: int
+    resyncs_received: int
+    pending_changes: int
+    diverged: bool
+    items_told: int
+    items_held: int
+    def __init__(self, site: _Optional[str] = ..., reachable: _Optional[bool] = ..., last_ok_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., exchanges: _Optional[int] = ..., failures: _Optional[int] = ..., capacity: _Optional[int] = ..., slots_used: _Optional[int] = ..., top_namespaces: _Optional[_Iterable[_Union[NamespaceSlots, _Mapping]]] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., resyncs_sent: _Optional[int] = ..., resyncs_received: _Optional[int] = ..., pending_changes: _Optional[int] = ..., diverged: _Optional[bool] = ..., items_told: _Optional[int] = ..., items_held: _Optional[int] = ...) -> None: ...
 
-class SiteExchange(_message.Message):
-    __slots__ = ("site", "to_site", "networks", "halves")
+class NamespaceSlots(_message.Message):
+    __slots__ = ("namespace", "slots")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    slots: int
+    def __init__(self, namespace: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
+
+class SiteSync(_message.Message):
+    __slots__ = ("site", "to_site", "delta", "ack_stream", "ack", "want_full")
     SITE_FIELD_NUMBER: _ClassVar[int]
     TO_SITE_FIELD_NUMBER: _ClassVar[int]
-    NETWORKS_FIELD_NUMBER: _ClassVar[int]
-    HALVES_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    ACK_STREAM_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    WANT_FULL_FIELD_NUMBER: _ClassVar[int]
     site: str
     to_site: str
+    delta: SiteDelta
+    ack_stream: str
+    ack: int
+    want_full: bool
+    def __init__(self, site: _Optional[str] = ..., to_site: _Optional[str] = ..., delta: _Optional[_Union[SiteDelta, _Mapping]] = ..., ack_stream: _Optional[str] = ..., ack: _Optional[int] = ..., want_full: _Optional[bool] = ...) -> None: ...
+
+class SiteDelta(_message.Message):
+    __slots__ = ("stream", "since", "head", "full", "digest_count", "digest_xor", "networks", "halves", "removed")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    HEAD_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_COUNT_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_XOR_FIELD_NUMBER: _ClassVar[int]
+    NETWORKS_FIELD_NUMBER: _ClassVar[int]
+    HALVES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    since: int
+    head: int
+    full: bool
+    digest_count: int
+    digest_xor: bytes
     networks: _containers.RepeatedCompositeFieldContainer[SiteNetwork]
     halves: _containers.RepeatedCompositeFieldContainer[SiteHalf]
-    def __init__(self, site: _Optional[str] = ..., to_site: _Optional[str] = ..., networks: _Optional[_Iterable[_Union[SiteNetwork, _Mapping]]] = ..., halves: _Optional[_Iterable[_Union[SiteHalf, _Mapping]]] = ...) -> None: ...
+    removed: _containers.RepeatedCompositeFieldContainer[SiteItemRef]
+    def __init__(self, stream: _Optional[str] = ..., since: _Optional[int] = ..., head: _Optional[int] = ..., full: _Optional[bool] = ..., digest_count: _Optional[int] = ..., digest_xor: _Optional[bytes] = ..., networks: _Optional[_Iterable[_Union[SiteNetwork, _Mapping]]] = ..., halves: _Optional[_Iterable[_Union[SiteHalf, _Mapping]]] = ..., removed: _Optional[_Iterable[_Union[SiteItemRef, _Mapping]]] = ...) -> None: ...
+
+class SiteItemRef(_message.Message):
+    __slots__ = ("kind", "namespace", "network", "name")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    namespace: str
+    network: str
+    name: str
+    def __init__(self, kind: _Optional[str] = ..., namespace: _Optional[str] = ..., network: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class SiteNetwork(_message.Message):
     __slots__ = ("namespace", "name", "uid", "prefixes", "attachment")

@@ -123,7 +123,9 @@ class NetworkServiceServicer:
     def UpdateNetwork(self, request, context):
         """Updates description, subnets and routes. A prefix change re-syncs the
         routes of every Bound peer in the same OVN transaction; a change that
-        would overlap a Bound peer is refused with FAILED_PRECONDITION.
+        would overlap a Bound peer is refused with FAILED_PRECONDITION (one
+        that overlaps a network Bound to a peer too, without naming it: such
+        answers are counted per token, RESOURCE_EXHAUSTED when spent).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -191,10 +193,15 @@ class NetworkServiceServicer:
         and message), dataplane programmed, deleted. Each event carries what a
         Get would show just after it and a revision; a client that reconnects
         passes the last revision it saw and misses nothing (also across a
-        netpeerd restart). A revision older than the oldest change kept answers
+        netpeerd restart). Revisions count the changes of that namespace alone,
+        one after the other in commit order: other namespaces' changes never
+        move them. A revision older than the oldest change kept answers
         OUT_OF_RANGE: list again (List answers carry the revision to watch
         from) and watch from there. Without since_revision: from now on (the
-        first event is a BOOKMARK with the current revision).
+        first event is a BOOKMARK with the current revision). A token holds a
+        limited number of watches (RESOURCE_EXHAUSTED beyond, naming the
+        limit); a watch ends with UNAUTHENTICATED once its token is revoked or
+        expired.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -887,9 +894,13 @@ class StatusService:
 
 class SiteServiceStub:
     """Between the netpeerds of two sites (docs/cross-site.md), never for
-    tenants: each call carries the caller's side of the pair of sites and
-    answers the callee's. The `authorization` metadata carries the secret the
-    two sites share ("Bearer <secret>"); mTLS when configured.
+    tenants. Each call carries the caller's changes for the callee and is
+    answered by the callee's changes for the caller: what each side tells the
+    other is numbered (per link, per `stream`), and each message carries what
+    the receiver has not acknowledged, with the digest of the teller's whole
+    side so the receiver can check its copy. The `authorization` metadata
+    carries the secret the two sites share ("Bearer <secret>"); mTLS when
+    configured.
     """
 
     def __init__(self, channel):
@@ -898,21 +909,25 @@ class SiteServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Exchange = channel.unary_unary(
-                '/netpeer.v1.SiteService/Exchange',
-                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.SerializeToString,
-                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.FromString,
+        self.Sync = channel.unary_unary(
+                '/netpeer.v1.SiteService/Sync',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.SiteSync.SerializeToString,
+                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.SiteSync.FromString,
                 _registered_method=True)
 
 
 class SiteServiceServicer:
     """Between the netpeerds of two sites (docs/cross-site.md), never for
-    tenants: each call carries the caller's side of the pair of sites and
-    answers the callee's. The `authorization` metadata carries the secret the
-    two sites share ("Bearer <secret>"); mTLS when configured.
+    tenants. Each call carries the caller's changes for the callee and is
+    answered by the callee's changes for the caller: what each side tells the
+    other is numbered (per link, per `stream`), and each message carries what
+    the receiver has not acknowledged, with the digest of the teller's whole
+    side so the receiver can check its copy. The `authorization` metadata
+    carries the secret the two sites share ("Bearer <secret>"); mTLS when
+    configured.
     """
 
-    def Exchange(self, request, context):
+    def Sync(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -921,10 +936,10 @@ class SiteServiceServicer:
 
 def add_SiteServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Exchange': grpc.unary_unary_rpc_method_handler(
-                    servicer.Exchange,
-                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.FromString,
-                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.SerializeToString,
+            'Sync': grpc.unary_unary_rpc_method_handler(
+                    servicer.Sync,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.SiteSync.FromString,
+                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.SiteSync.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -936,13 +951,17 @@ def add_SiteServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class SiteService:
     """Between the netpeerds of two sites (docs/cross-site.md), never for
-    tenants: each call carries the caller's side of the pair of sites and
-    answers the callee's. The `authorization` metadata carries the secret the
-    two sites share ("Bearer <secret>"); mTLS when configured.
+    tenants. Each call carries the caller's changes for the callee and is
+    answered by the callee's changes for the caller: what each side tells the
+    other is numbered (per link, per `stream`), and each message carries what
+    the receiver has not acknowledged, with the digest of the teller's whole
+    side so the receiver can check its copy. The `authorization` metadata
+    carries the secret the two sites share ("Bearer <secret>"); mTLS when
+    configured.
     """
 
     @staticmethod
-    def Exchange(request,
+    def Sync(request,
             target,
             options=(),
             channel_credentials=None,
@@ -955,9 +974,9 @@ class SiteService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/netpeer.v1.SiteService/Exchange',
-            netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.SerializeToString,
-            netpeer_dot_v1_dot_netpeer__pb2.SiteExchange.FromString,
+            '/netpeer.v1.SiteService/Sync',
+            netpeer_dot_v1_dot_netpeer__pb2.SiteSync.SerializeToString,
+            netpeer_dot_v1_dot_netpeer__pb2.SiteSync.FromString,
             options,
             channel_credentials,
             insecure,

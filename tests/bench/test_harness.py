@@ -24,7 +24,7 @@ def test_quick_run_writes_every_section(tmp_path):
                           env={k: v for k, v in os.environ.items() if not k.startswith("NETPEER_")})
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads((out / "results.json").read_text())
-    for section in ("scale", "bulk", "stores", "pulumi", "tofu", "shapes", "sites", "summary", "meta"):
+    for section in ("scale", "bulk", "stores", "pulumi", "tofu", "shapes", "sites", "region", "summary", "meta"):
         assert section in data, section
     summary = data["summary"]
     for section in ("bind", "traffic", "northd", "memory", "cli", "bulk", "pulumi", "shapes", "targets"):
@@ -46,3 +46,13 @@ def test_quick_run_writes_every_section(tmp_path):
     assert sites["failover"]["outage"]["n"], (sites["failover"], proc.stderr[-3000:])
     assert "## Cross-site" in md
     assert summary["sizing"]["table"] and "## Sizing: networks per site" in md
+    region = data["region"]   # bench/region.py: before and after side by side, simulated sites, real OVN-IC
+    before, after = region["in_process"]["before"], region["in_process"]["after"]
+    assert (before["protocol"], after["protocol"]) == ("whole sides", "changes")
+    assert set(before["sizes"]) == set(after["sizes"]) == set(region["netpeerds"]["sizes"])
+    assert all(v["bind"]["n"] for side in (before, after, region["netpeerds"]) for v in side["sizes"].values())
+    assert all(g["bind"]["n"] and len(g["partitions"]) == 2 for g in region["regions"])
+    assert all(v["time_to_traffic"]["n"] and v["first_attachment"]["keyed"]["n"]
+               for v in region["ovn"]["sizes"].values())
+    assert any(name.startswith("cross-site bind p99") for name in summary["targets"])
+    assert "## Region: many sites, and one link as its pairs grow" in md

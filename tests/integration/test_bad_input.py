@@ -67,6 +67,11 @@ CASES = [
     ("self peering by name", peer_req(remote_ns="team-a", remote="net-a"), INVALID, "remote.network", "team-a/net-a"),
     ("negative ttl", peer_req(ttl=duration_pb2.Duration(seconds=-5)), INVALID, "ttl", "-5s"),
     ("enormous ttl", peer_req(ttl=duration_pb2.Duration(seconds=10**10)), INVALID, "ttl", "10000000000s"),
+    # More than a second of nanos is no Duration (protobuf's rule); it used to be added as 2 s more.
+    ("ttl nanos 2e9", peer_req(ttl=duration_pb2.Duration(seconds=3600, nanos=2_000_000_000)), INVALID, "ttl",
+     "3600s and 2000000000 ns"),
+    ("ttl seconds and nanos of both signs", peer_req(ttl=duration_pb2.Duration(seconds=3600, nanos=-1)), INVALID,
+     "ttl", "3600s and -1 ns"),
     ("peering parent malformed", peer_req(parent="namespaces/team-a/net-a"), INVALID, "parent",
      "namespaces/team-a/net-a"),
     ("update mask unknown", upd_req(mask=("uid",)), INVALID, "update_mask", "uid"),

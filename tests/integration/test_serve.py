@@ -16,8 +16,9 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.config import Config
+from netpeer.core.models import WatchLimits
 from netpeer.daemon import Daemon
-from tests.support import ADMIN_TOKEN
+from tests.support import ADMIN_TOKEN, make_pki
 
 
 def free_port() -> int:
@@ -26,24 +27,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def pki(state_dir):
     """A CA, a server certificate for localhost/127.0.0.1, a client certificate."""
-    d = state_dir / "pki"
-    d.mkdir()
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-            "-subj", "/CN=netpeer-test-ca", cwd=d)
-    for name, san in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "subjectAltName=DNS:client")):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                "-subj", f"/CN={name}", cwd=d)
-        (d / f"{name}.ext").write_text(san + "\n")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
-    return d
+    return make_pki(state_dir / "pki")
 
 
 def run_serve(ovn, state_dir, listen, tls: str = "") -> Daemon:
@@ -147,6 +134,46 @@ def test_a_full_sweep_interval_shorter_than_the_sweep_interval_is_refused_in_one
     config = Config.load(state_dir / "d.toml")
     assert config.full_sweep_interval == timedelta(hours=6)
     assert Config.load(state_dir / "d.toml").to_toml() == config.to_toml()
+
+
+def test_limits_grace_and_the_slot_quota_are_read_written_and_checked_in_one_line(state_dir):
+    from netpeer.core.models import TokenLimits
+    base = 'listen = "127.0.0.1:1"\nstore = "x.db"\novn_nb = "unix:/nonexistent"\n'
+    (state_dir / "c.toml").write_text(base + 'attachment_grace = "2m"\n[quotas]\nsite_attachments_per_namespace = 9\n'
+                                      '[limits]\nvalidate_only_lock_share = 0.25\nvalidate_only_burst = "5s"\n'
+                                      'conflict_disclosures_per_minute = 3\n')
+    config = Config.load(state_dir / "c.toml")
+    assert (config.attachment_grace, config.quotas.site_attachments_per_namespace) == (timedelta(minutes=2), 9)
+    assert config.limits == TokenLimits(0.25, timedelta(seconds=5), 3)
+    config.write(state_dir / "d.toml")
+    assert Config.load(state_dir / "d.toml") == config
+    plain = Config(listen="unix:///x", store="x.db", ovn_nb="unix:/x").to_toml()
+    assert "[limits]" not in plain and "site_attachments" not in plain and "grace" not in plain   # defaults: left out
+    for table, line, words in (
+            ("limits", "validate_only_lock_share = 2", r"^limits.validate_only_lock_share: 2 must be a number above 0"),
+            ("limits", 'validate_only_burst = "2h"', r"^limits.validate_only_burst: '2h' must be from 1s to 1h$"),
+            ("limits", "conflict_disclosures_per_minute = 0", r"^limits.conflict_disclosures_per_minute: 0 must be"),
+            ("limits", "tokens = 3", r"^limits.tokens: 3 is not a known setting"),
+            ("quotas", "site_attachments_per_namespace = 0", r"^quotas.site_attachments_per_namespace: 0 must be")):
+        (state_dir / "e.toml").write_text(base + f"[{table}]\n{line}\n")
+        with pytest.raises(errors.InvalidArgument, match=words):
+            Config.load(state_dir / "e.toml")
+
+
+def test_watch_limits_are_read_written_and_checked_in_one_line(state_dir):
+    base = 'listen = "127.0.0.1:1"\nstore = "x.db"\novn_nb = "unix:/nonexistent"\n'
+    (state_dir / "c.toml").write_text(base + '[watch]\nstreams_per_token = 0\n')
+    with pytest.raises(errors.InvalidArgument, match=r"^watch.streams_per_token: 0 must be a whole number from 1 to "
+                                                     r"1000000$"):
+        Config.load(state_dir / "c.toml")
+    (state_dir / "d.toml").write_text(base + '[watch]\nstreams_per_tokens = 5\n')
+    with pytest.raises(errors.InvalidArgument, match=r"^watch.streams_per_tokens: 5 is not a known setting"):
+        Config.load(state_dir / "d.toml")
+    (state_dir / "e.toml").write_text(base + '[watch]\nstreams_per_token = 5\nstreams_total = 50\n')
+    config = Config.load(state_dir / "e.toml")
+    assert config.watch == WatchLimits(streams_per_token=5, streams_total=50)
+    (state_dir / "f.toml").write_text(config.to_toml())
+    assert Config.load(state_dir / "f.toml") == config
 
 
 @pytest.mark.parametrize("remote", ["ssl:10.0.0.5:6641", "tcp:10.0.0.5", "tcp:10.0.0.5:6641,10.0.0.6:6641", "nb.sock"])

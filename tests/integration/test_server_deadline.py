@@ -1,7 +1,8 @@
 """A call whose caller gave up while netpeerd was still working on it: the
 status netpeerd then sends has no one to go to. A real gRPC server and
 client in this process; the method waits past the caller's deadline, then
-answers as netpeerd's methods do (``netpeer.api.server.abort``)."""
+answers as netpeerd's methods do (``netpeer.api.server.abort``, or
+``netpeer.api.intake.fail``, which raises nothing)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import threading
 import grpc
 import pytest
 
+from netpeer.api import intake
 from netpeer.api.server import abort
 from tests.support import short_tmpdir
 
@@ -28,6 +30,7 @@ def serve(endpoint: str, answer, ready: threading.Event, stop: threading.Event, 
         except BaseException as exc:
             ended.append(type(exc).__name__)
             raise
+        ended.append("returned")
 
     async def main():
         server = grpc.aio.server()
@@ -70,3 +73,10 @@ def test_an_answer_to_a_caller_that_gave_up_ends_the_call_quietly(caplog):
     ended, errors = call_late(caplog, lambda context: abort(context, grpc.StatusCode.DEADLINE_EXCEEDED,
                                                              "deadline exceeded before the call ran", ()))
     assert ended == ["CancelledError"] and errors == [], (ended, errors)
+
+
+def test_an_error_set_for_a_caller_that_gave_up_ends_the_call_quietly(caplog):
+    async def answer(context):
+        intake.fail(context, grpc.StatusCode.INVALID_ARGUMENT, "name: 'x' is not a network", ())
+    ended, errors = call_late(caplog, answer)
+    assert ended == ["returned"] and errors == [], (ended, errors)

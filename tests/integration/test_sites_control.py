@@ -216,7 +216,8 @@ def test_withdrawal_reaches_the_other_site_and_removes_its_rows(sites):
     sites["west"].settle()
     assert not [r for r in rows(sites["west"], "Logical_Router_Static_Route") if r["ip_prefix"] == "10.1.0.0/24"]
     # East's last half towards west is gone: its routes and allow policies went; its transit port stays
-    # (re-created at once, OVN 23.03 keeps the old tunnel key) until the network is deleted.
+    # (re-created at once, OVN 23.03 keeps the old tunnel key) for attachment_grace, or until the network
+    # is deleted.
     sites["east"].settle()
     port = names.transit_switch_port("east", "west", a["uid"])
     assert not [r for r in rows(sites["east"], "Logical_Router_Static_Route") if r["ip_prefix"] == "10.2.0.0/24"]
@@ -241,9 +242,43 @@ def test_status_shows_the_links_and_bad_input_names_the_field(sites):
     assert east.list_peerings("team-a", "net-a") == []
 
 
+def test_slots_on_the_link_are_counted_per_namespace_shown_and_released_after_their_grace(sites):
+    from datetime import timedelta
+    from netpeer.cli.output import status_detail
+    from netpeer.core.models import Quotas
+    from netpeer.ovn.ic_rows import capacity
+    d = sites["east"]
+    d.service.quotas = Quotas(site_attachments_per_namespace=2)
+    d.service.reconciler.attachment_grace = timedelta(seconds=1)
+    east = d.client()
+    uids = [east.create_network("team-a", f"n{i}", [f"10.{i}.0.0/24"])["uid"] for i in range(3)]
+    for i in range(2):
+        east.create_peering("team-a", f"n{i}", "p", f"x{i}", "team-b", remote_site="west")
+    with pytest.raises(errors.ResourceExhausted) as exc:
+        east.create_peering("team-a", "n2", "p", "x2", "team-b", remote_site="west")
+    assert "quotas.site_attachments_per_namespace = 2" in exc.value.message and "\n" not in exc.value.message
+    [link] = east.status()["sites"]
+    assert (link["capacity"], link["slots_used"], link["top_namespaces"]) == \
+        (capacity(d.daemon.config.sites[0].transit_ipv4), 2, [{"namespace": "team-a", "slots": 2}])
+    port = names.transit_switch_port("east", "west", uids[0])
+    east.delete_peering("team-a", "n0", "p")
+    d.service.sweep()
+    assert east.status()["sites"][0]["slots_used"] == 2        # within its grace: kept, port and all
+    assert [r for r in rows(d, "Logical_Switch_Port") if r["name"] == port]
+    time.sleep(1.1)
+    d.service.sweep()
+    d.settle()
+    status = east.status()
+    assert status["sites"][0]["slots_used"] == 1
+    assert not [r for r in rows(d, "Logical_Switch_Port") if r["name"] == port]
+    assert f"    slots: 1 of {link['capacity']} used (most: team-a 1)" in status_detail(status).splitlines()
+    time.sleep(d.service.sites.REATTACH_HOLD)
+    east.create_peering("team-a", "n2", "p", "x2", "team-b", remote_site="west")   # room again
+
+
 def test_a_caller_without_the_links_secret_is_refused(sites, tmp_path):
     from netpeer.api.sites import SiteTransport
-    from netpeer.service.sites import SiteView
+    from netpeer.core.sides import Delta, Digest, Sync
     listen = sites["west"].daemon.config.site_listen
     wrong = SiteTransport("east", {"west": listen}, {"west": "not-the-secret-" + "x" * 20})
     deadline = time.monotonic() + 10
@@ -253,7 +288,7 @@ def test_a_caller_without_the_links_secret_is_refused(sites, tmp_path):
                 # East called west before west listened: gRPC backs that connection off for a while, and a new
                 # channel to the same address shares it (and its last error) until the backoff ends.
                 try:
-                    wrong("west", SiteView("east"))
+                    wrong("west", Sync("east", "west", Delta("s", 0, 0, Digest())))
                 except errors.Unavailable:
                     assert time.monotonic() < deadline, "west's site link never answered"
                     time.sleep(0.1)
@@ -282,3 +317,41 @@ def test_config_refuses_bad_site_settings(tmp_path):
         assert words in exc.value.message and "\n" not in exc.value.message
 
 
+
+
+def test_the_site_link_refuses_bad_calls_in_one_line_and_reads_no_request_without_the_secret(sites, caplog):
+    """A call without the link's secret is answered from its metadata, its
+    request never parsed; one from a site that is not linked says so; a
+    request that does not parse answers INVALID_ARGUMENT, never INTERNAL
+    with a traceback."""
+    import grpc
+    listen = sites["west"].daemon.config.site_listen
+    secret = sites["west"].daemon.config.sites[0].secret_file.read_text().strip()
+    channel = grpc.insecure_channel(listen, options=[("grpc.max_send_message_length", 64 << 20)])
+    call = channel.unary_unary("/netpeer.v1.SiteService/Sync", request_serializer=lambda b: b,
+                               response_deserializer=lambda b: b)
+
+    def code_of(body: bytes, *metadata):
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                call(body, metadata=metadata, timeout=10)
+                return grpc.StatusCode.OK, ""
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline:
+                    time.sleep(0.1)   # east may hold a backed-off connection to the same socket
+                    continue
+                return exc.code(), exc.details()
+    try:
+        with caplog.at_level("DEBUG"):
+            garbage = b"\xff" * (8 << 20)
+            code, text = code_of(garbage, ("authorization", "Bearer nope-" + "x" * 30), ("x-netpeer-site", "east"))
+            assert code == grpc.StatusCode.UNAUTHENTICATED and "secret" in text and "\n" not in text
+            code, text = code_of(b"", ("authorization", f"Bearer {secret}"), ("x-netpeer-site", "north"))
+            assert code == grpc.StatusCode.PERMISSION_DENIED and "'north' is not linked to site west" in text
+            code, text = code_of(b"\x0a\x05\xff\xfe\xfd\xfc\xfb", ("authorization", f"Bearer {secret}"),
+                                 ("x-netpeer-site", "east"))
+            assert code == grpc.StatusCode.INVALID_ARGUMENT and "not a valid netpeer.v1.SiteSync" in text, text
+        assert "Traceback" not in caplog.text and "Exception deserializing" not in caplog.text
+    finally:
+        channel.close()

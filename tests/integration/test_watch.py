@@ -11,10 +11,13 @@ import sys
 import threading
 import time
 
+import grpc
 import pytest
 
 from netpeer import errors
 from netpeer.api.client import Client
+from netpeer.v1 import netpeer_pb2 as pb
+from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 from tests.support import ADMIN_TOKEN, netpeerd_process
 
 
@@ -162,3 +165,157 @@ def test_cli_watch_prints_json_lines(netpeerd, state_dir):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _list_revisions(endpoint: str, token: str, namespace: str, network: str) -> tuple[int, int]:
+    """The revisions ListNetworks and ListPeerings answer."""
+    with grpc.insecure_channel(endpoint) as ch:
+        stub, md = pb_grpc.NetworkServiceStub(ch), (("authorization", f"Bearer {token}"),)
+        networks = stub.ListNetworks(pb.ListNetworksRequest(parent=f"namespaces/{namespace}"), metadata=md, timeout=10)
+        peerings = stub.ListPeerings(pb.ListPeeringsRequest(parent=f"namespaces/{namespace}/networks/{network}"),
+                                     metadata=md, timeout=10)
+    return networks.revision, peerings.revision
+
+
+def test_revisions_count_only_the_namespaces_own_changes(netpeerd):
+    """Another tenant's writes move nothing a tenant sees: its lists' revision
+    stays, and its own events are numbered one after the other. A watch from
+    a list's revision gets exactly what followed the list."""
+    token_a = netpeerd.token("team-a")
+    a, b = Client(netpeerd.endpoint, token_a), netpeerd.tenant("team-b")
+    a.create_network("team-a", "net-a", ["10.1.0.0/24"])
+    listed = _list_revisions(netpeerd.endpoint, token_a, "team-a", "net-a")
+    assert listed[0] == listed[1] == 1
+    for i in range(6):
+        b.create_network("team-b", f"n{i}", [f"10.{20 + i}.0.0/24"])
+    assert _list_revisions(netpeerd.endpoint, token_a, "team-a", "net-a") == listed
+
+    watch = Watcher(a, "team-a", since=listed[0])
+    a.update_network("team-a", "net-a", description="one")
+    b.create_network("team-b", "n6", ["10.26.0.0/24"])
+    a.create_peering("team-a", "net-a", "to-b", "n6", "team-b")
+    b.update_network("team-b", "n6", description="two")
+    got = watch.until(is_("Created", "to-b"))
+    assert [(e["revision"], e["type"], e["name"]) for e in got] == [
+        (listed[0] + 1, "Updated", "net-a"), (listed[0] + 2, "Created", "to-b")]
+    assert _list_revisions(netpeerd.endpoint, token_a, "team-a", "net-a") == (listed[0] + 2,) * 2
+    # B's own revisions count B's changes only, too.
+    assert next(b.watch("team-b", resume=False))["revision"] == 8
+    a.close()
+
+
+def _watch_opener(endpoint: str, calls: list):
+    """Opens a watch of team-a with a token; its first event (the bookmark)."""
+    channel = grpc.insecure_channel(endpoint)
+    stub = pb_grpc.NetworkServiceStub(channel)
+
+    def open_watch(token: str):
+        call = stub.Watch(pb.WatchRequest(parent="namespaces/team-a"),
+                          metadata=(("authorization", f"Bearer {token}"),), timeout=120)
+        calls.append(call)
+        return next(call)
+    return channel, open_watch
+
+
+def _refused(open_watch, token: str) -> str:
+    with pytest.raises(grpc.RpcError) as err:
+        open_watch(token)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err.value
+    return err.value.details()
+
+
+def test_a_tokens_watch_streams_are_capped(ovn, state_dir):
+    """A token holds at most 100 watch streams (watch.streams_per_token);
+    the next answers RESOURCE_EXHAUSTED in one line naming the limit, another
+    token is not held back, and a stream that ends frees its place. Every
+    Watch is counted in netpeer_rpc_requests_total when it ends."""
+    from tests.integration.test_observe import free_port, scrape
+    port = free_port()
+    daemon = netpeerd_process(state_dir, ovn.nb_remote, metrics_listen=f"127.0.0.1:{port}")
+    url = f"http://127.0.0.1:{port}/metrics"
+    calls: list = []
+    try:
+        daemon.start(sweep=True)
+        with Client(daemon.endpoint, ADMIN_TOKEN) as admin:
+            one, two = (admin.create_token(["team-a"])["token"] for _ in range(2))
+        channel, open_watch = _watch_opener(daemon.endpoint, calls)
+        for _ in range(100):
+            assert open_watch(one).type == pb.WatchEvent.BOOKMARK
+        message = _refused(open_watch, one)
+        assert "watch.streams_per_token = 100" in message and "\n" not in message, message
+        assert open_watch(two).type == pb.WatchEvent.BOOKMARK
+        assert scrape(url)["netpeer_watchers"] == 101
+        calls[0].cancel()                     # one of the first token's ends: its place is free again
+        deadline = time.monotonic() + 10
+        while scrape(url)["netpeer_watchers"] != 100:
+            assert time.monotonic() < deadline, "an ended watch kept its place"
+            time.sleep(0.05)
+        assert open_watch(one).type == pb.WatchEvent.BOOKMARK
+        metrics = scrape(url)
+        assert metrics['netpeer_rpc_requests_total{code="RESOURCE_EXHAUSTED",method="Watch"}'] == 1
+        assert metrics['netpeer_rpc_requests_total{code="CANCELLED",method="Watch"}'] == 1
+        for call in calls:
+            call.cancel()
+        channel.close()
+    finally:
+        daemon.stop()
+
+
+def test_watch_streams_are_capped_in_total(ovn, state_dir):
+    """netpeerd holds at most watch.streams_total streams, whoever asks."""
+    from netpeer.core.models import WatchLimits
+    daemon = netpeerd_process(state_dir, ovn.nb_remote, watch=WatchLimits(streams_per_token=3, streams_total=5))
+    calls: list = []
+    try:
+        daemon.start(sweep=True)
+        with Client(daemon.endpoint, ADMIN_TOKEN) as admin:
+            one, two = (admin.create_token(["team-a"])["token"] for _ in range(2))
+        channel, open_watch = _watch_opener(daemon.endpoint, calls)
+        for _ in range(3):
+            open_watch(one)
+        assert "watch.streams_per_token = 3" in _refused(open_watch, one)
+        for _ in range(2):
+            open_watch(two)
+        message = _refused(open_watch, two)
+        assert "watch.streams_total = 5" in message and "\n" not in message, message
+        for call in calls:
+            call.cancel()
+        channel.close()
+    finally:
+        daemon.stop()
+
+
+def test_a_slow_watcher_holds_no_one_up_and_misses_nothing(netpeerd):
+    """A watcher that stops reading while 2,000 changes come (more than
+    netpeerd keeps for watchers that have not sent them: it must catch up
+    from the store) neither delays another watcher nor misses or repeats
+    anything once it reads again: its revisions follow one another."""
+    token = netpeerd.token("team-a")
+    a = Client(netpeerd.endpoint, token)
+    for n in range(4):
+        a.create_network("team-a", f"net-{n}", [f"10.{n}.0.0/24"])
+    # Without BDP probing, the connection's window stays small: netpeerd's
+    # sends to it stop after a few hundred events.
+    slow_channel = grpc.insecure_channel(netpeerd.endpoint, options=[("grpc.http2.bdp_probe", 0)])
+    slow = pb_grpc.NetworkServiceStub(slow_channel).Watch(
+        pb.WatchRequest(parent="namespaces/team-a"), metadata=(("authorization", f"Bearer {token}"),), timeout=60)
+    start = next(slow).revision
+    fast = Watcher(a, "team-a", since=start)
+    t0 = time.monotonic()
+    for half in range(2):
+        a.create_peerings([{"namespace": "team-a", "network": f"net-{2 * half + i // 500}", "name": f"p{i % 500}",
+                            "remote_network": f"x{i}", "remote_namespace": "other"} for i in range(1000)])
+    fast_got = fast.until(lambda e: e["revision"] == start + 2000, timeout=120)
+    fast_s = time.monotonic() - t0
+    slow_got = []
+    for event in slow:
+        slow_got.append(event)
+        if event.revision >= start + 2000:
+            break
+    slow.cancel()
+    slow_channel.close()
+    a.close()
+    assert [e["revision"] for e in fast_got] == list(range(start + 1, start + 2001))
+    assert [e.revision for e in slow_got] == list(range(start + 1, start + 2001))
+    assert {e.name.rsplit("/", 1)[-1] for e in slow_got} == {f"p{i}" for i in range(500)}
+    assert fast_s < 60, fast_s

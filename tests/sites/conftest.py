@@ -2,7 +2,8 @@
 northd, ovn-ic, chassis and a real netpeerd; IC NB/SB; WireGuard over a
 simulated WAN. One stack per test module (started once, stopped by pid at
 the end, with every namespace, veth, key and socket checked gone); a module
-sets ``HA = True`` for two gateway chassis and a hypervisor per site.
+sets ``HA = True`` for two gateway chassis and a hypervisor per site, and
+``REPLICAS = N`` for N netpeerd replicas per site on PostgreSQL.
 
 Tenants drive each site's netpeerd through the API (``tests.sites.helpers.World``);
 the figures the tests measure go to ``results/sites/`` with the load average.
@@ -32,12 +33,16 @@ def measurements() -> Iterator[Measurements]:
     _MEASUREMENTS.write()
 
 
-def start_multi(ha: bool, sites: tuple[str, ...] = ("east", "west")) -> MultiSiteStack:
+def start_multi(ha: bool, sites: tuple[str, ...] = ("east", "west"), replicas: int = 1) -> MultiSiteStack:
     require_sites()
-    multi = MultiSiteStack(short_tmpdir("npx-"), list(sites), ha=ha)
+    multi = MultiSiteStack(short_tmpdir("npx-"), list(sites), ha=ha, replicas=replicas)
     try:
-        multi.up(SWEEP, lambda m: None)   # a failed start stops what it started
+        multi.up(SWEEP, lambda m: None)   # a failed start of the sites stops what it started
     except BaseException:
+        if multi.sites.manifest.exists():  # the sites came up, something after them did not
+            multi.down(purge=False, say=lambda m: None)
+        if multi.pg is not None:
+            multi.pg.remove()
         if os.environ.get("NETPEER_KEEP_STATE") != "1":   # keep it (and its logs) only when asked
             shutil.rmtree(multi.dir, ignore_errors=True)
         raise
@@ -58,6 +63,8 @@ def stop_multi(multi: MultiSiteStack, pids: dict[str, int], credential_watch=Non
             assert not leaks, f"a credential was logged: {leaks[:3]}"
     finally:
         if os.environ.get("NETPEER_KEEP_STATE") != "1":
+            if multi.pg is not None:   # its directory is outside the state dir (PostgreSQL runs as postgres)
+                multi.pg.remove()
             shutil.rmtree(multi.dir, ignore_errors=True)
 
 
@@ -65,12 +72,13 @@ def stop_multi(multi: MultiSiteStack, pids: dict[str, int], credential_watch=Non
 def multi(request, credential_watch) -> Iterator[MultiSiteStack]:
     """A running two-site stack for the module (``HA`` from the module)."""
     mark = credential_watch.mark()
-    stack = start_multi(getattr(request.module, "HA", False))
+    stack = start_multi(getattr(request.module, "HA", False), replicas=getattr(request.module, "REPLICAS", 1))
     pids = all_pids(stack)
     try:
         yield stack
     finally:
-        stop_multi(stack, pids, credential_watch, mark)
+        now = MultiSiteStack.open(stack.dir) or stack   # a test may have added or retired a site
+        stop_multi(now, {**pids, **all_pids(now)}, credential_watch, mark)
 
 
 @pytest.fixture(scope="module")

@@ -99,9 +99,11 @@ def leftovers(sites: Sites, pids: dict[str, int]) -> list[str]:
 def all_pids(multi: MultiSiteStack) -> dict[str, int]:
     pids = multi.sites.pids()
     for name, stack in multi.stacks.items():
-        pid = stack.netpeerd_pid()
-        if pid:
-            pids[f"{name}/netpeerd"] = pid
+        for label, netpeerd in stack.netpeerds().items():
+            if netpeerd.pid:
+                pids[f"{name}/{label}"] = netpeerd.pid
+    if multi.pg is not None and multi.pg.pid:
+        pids["postgres"] = multi.pg.pid
     return pids
 
 

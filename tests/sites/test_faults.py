@@ -38,6 +38,7 @@ from netpeer.service.writes import desired_states
 from netpeer.store.base import iter_all_networks
 from tests.faults.harness import actual_ids, diff_ovn, summary
 from tests.sites.conftest import SWEEP
+from tests.sitecheck import link_problems
 from tests.sites.helpers import World
 
 pytestmark = pytest.mark.slow
@@ -159,7 +160,9 @@ def test_kill9_either_side_during_cross_site_consent(multi: MultiSiteStack, worl
             converge.append(_converge(world, model))
             for s in SIDES:
                 _wait_ovn_matches_store(multi, s, stores[s], checkers[s])
+            _wait_links_agree(stores, f"after kill {kills} ({victim})")
         converge.append(_converge(world, model))
+        _wait_links_agree(stores, "at the end")
         for s in SIDES:
             _wait_ovn_matches_store(multi, s, stores[s], checkers[s])
     finally:
@@ -174,6 +177,19 @@ def test_kill9_either_side_during_cross_site_consent(multi: MultiSiteStack, worl
         "seed": SEED, "steps": STEPS, "kills": kills, "in_flight_took_effect": in_doubt_took,
         "in_flight_did_not": in_doubt_not, "kill_to_serving_s": summary(serving),
         "restart_to_both_sides_agree_s": summary(converge)})
+
+
+def _wait_links_agree(stores, when: str, timeout: float = 15.0) -> None:
+    """Until both sides' outboxes and mirrors equal the reference (an
+    exchange may still be on its way when the phases already agree)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        problems = link_problems(stores)
+        if not problems:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{when}: the sites' links disagree: {problems[:4]}")
+        time.sleep(0.1)
 
 
 def _wait_ovn_matches_store(multi: MultiSiteStack, site: str, store, backend, timeout: float = 15.0) -> float:

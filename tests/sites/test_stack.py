@@ -39,7 +39,7 @@ def _start(names: list[str], ha: bool) -> tuple[Sites, float]:
     require_sites()
     sites = Sites(short_tmpdir("npx-"), names, ha=ha)
     t0 = time.monotonic()
-    sites.start(lambda site: sites.state_dir / site / "site.sock", timeout=180)
+    sites.start(lambda site: [sites.state_dir / site / "site.sock"], timeout=180)
     return sites, time.monotonic() - t0
 
 
@@ -94,7 +94,7 @@ def test_bring_up_status_and_clean_stop(names: list[str], ha: bool, measurements
             for log in sites.state_dir.rglob("*.log"):
                 assert secret not in log.read_text(errors="replace"), f"private key in {log}"
         # A second start is a no-op: same processes.
-        sites.start(lambda site: sites.state_dir / site / "site.sock", timeout=60)
+        sites.start(lambda site: [sites.state_dir / site / "site.sock"], timeout=60)
         assert sites.pids() == pids
     finally:
         try:

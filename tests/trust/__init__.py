@@ -10,9 +10,12 @@
 - test_stacks.py       tenant-a and tenant-b Pulumi stacks applied at the same time
 - test_drift.py        hand edits of OVN restored by a running netpeerd; others' rows untouched
 - test_regressions.py  the bugs these tests found
+- test_metrics_exposure.py  10,000 scrapes and 1,000 idle connections to /metrics: netpeerd's files and threads
+                       flat, other tenants' reads within 1.5x; metrics_listen's TLS rule, bearer and basic auth
 
 Helpers: invariants.py (state invariants), model.py (consent rules), recording.py (serialization order),
 strategies.py (hypothesis strategies), stats.py (two-sample tests), rpc.py (raw gRPC, dumps),
+scraper.py (scrapes from a process of its own),
 report.py (figures printed at the end of the run; JSON to $NETPEER_TRUST_REPORT).
 
 Sizes: NETPEER_FUZZ_EXAMPLES (per RPC, default 400), NETPEER_FUZZ_SEQUENCES (250), NETPEER_MODEL_EXAMPLES

@@ -43,7 +43,7 @@ class RecordingService(Service):
         with self._record_lock:
             return sorted(self.entries, key=lambda e: e["seq"])
 
-    def _write(self, fn, validate_only: bool = False):
+    def _write(self, fn, validate_only: bool = False, **kwargs):
         """Notes when the write's operation runs and how it ends. The service
         runs operations one after the other inside its write transaction(s),
         possibly on another caller's thread (group commit), so the order in
@@ -51,7 +51,7 @@ class RecordingService(Service):
         re-run (a group retried write by write) takes its last position."""
         entry = getattr(self._local, "entry", None)
         if entry is None or validate_only:
-            return super()._write(fn, validate_only)
+            return super()._write(fn, validate_only, **kwargs)
 
         def recorded(tx):
             try:
@@ -63,7 +63,7 @@ class RecordingService(Service):
             return out
 
         try:
-            return super()._write(recorded)
+            return super()._write(recorded, **kwargs)
         except NetpeerError as exc:
             if "seq" in entry and entry["code"] == "OK":
                 # The operation ran but the write as a whole failed (OVN

@@ -36,3 +36,18 @@ def write_json() -> None:
     if path and FIGURES:
         with open(path, "w") as f:
             json.dump(FIGURES, f, indent=2, sort_keys=False, default=str)
+
+
+def publish(request, section: str, figures: dict) -> None:
+    """Records ``figures`` under ``section`` and prints them on the terminal
+    as one ``[section] {json}`` line, whatever pytest captures."""
+    for key, value in figures.items():
+        record(section, key, value)
+    line = f"[{section}] {json.dumps(figures, sort_keys=True, default=str)}"
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if reporter is None or capture is None:
+        print(line)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line("\n" + line)

@@ -56,6 +56,12 @@ class Raw:
         return resp.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def path(method: str) -> str:
+    """The gRPC path of ``method`` (``/netpeer.v1.NetworkService/GetNetwork``)."""
+    service = "TokenService" if method in TOKEN_RPCS else "StatusService" if method in STATUS_RPCS else "NetworkService"
+    return f"/netpeer.v1.{service}/{method}"
+
+
 def request_class(method: str):
     return getattr(pb, f"{method}Request")
 

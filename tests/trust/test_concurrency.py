@@ -27,7 +27,8 @@ from datetime import timedelta
 
 from netpeer import errors
 from netpeer.api.client import Client
-from netpeer.core.models import Route
+from netpeer.core.models import Route, TokenLimits
+from netpeer.service.budget import Budgets
 from tests.trust import report
 from tests.trust.invariants import Checker
 from tests.trust.model import Model, diff, service_view
@@ -158,6 +159,8 @@ class Sweeper(threading.Thread):
 def test_concurrent_clients_agree_with_the_model(recorded):
     d = recorded
     service = d.service
+    # The consent rules are checked here, not the per-token budget of conflicts told (test_budgets.py).
+    service.budgets = Budgets(TokenLimits(conflict_disclosures_per_minute=10_000))
     check = Checker(d)
     token = d.token(*NAMESPACES)
     model = Model()

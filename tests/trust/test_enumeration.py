@@ -130,35 +130,34 @@ def test_same_work_whatever_the_remote(netpeerd):
     service = netpeerd.service
     service.programmer.check = lambda: 0
     service.health = lambda: (True, "")
-    head = service.head_revision()
-    service.namespaces_changed = lambda after: (head, set())
+    service.namespaces_changed = lambda after: (after, set())
     time.sleep(1.5)   # whatever was running has finished
     traces = []
     store = netpeerd.store
     tracing: list[list] = []
-    own_reader = store._reader
+    own_connect = store.readers.connect
 
-    def reader():
-        # A gRPC thread that never read before opens its read connection
-        # during the call (a loaded machine starts more of them): trace it too.
-        db = own_reader()
-        if db is not None and tracing:
+    def connect():
+        # A read connection the pool opens during the call (a loaded machine
+        # runs more reads at once): trace it too.
+        db = own_connect()
+        if tracing:
             db.set_trace_callback(tracing[0].append)
         return db
 
-    store._reader = reader
+    store.readers.connect = connect
     with Raw(netpeerd.endpoint) as raw:
         for kind in KINDS + KINDS:
             statements = []
             tracing[:] = [statements]
-            # The write connection and the per-thread read connections of the store.
-            for db in [store._db] + list(store._readers):
+            # The write connection and the pool's read connections.
+            for db in [store._db] + store.readers.connections():
                 db.set_trace_callback(statements.append)
             try:
                 code, details, _ = create(raw, acme, kind)
             finally:
                 tracing.clear()
-                for db in [store._db] + list(store._readers):
+                for db in [store._db] + store.readers.connections():
                     db.set_trace_callback(None)
             assert code == OKC, details
             delete(raw, acme)

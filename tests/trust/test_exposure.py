@@ -297,11 +297,12 @@ def _write_times(service, admin, n, stop=None) -> list[float]:
 
 
 class IdleWatchers(IdleStreams):
-    """``count`` Watch streams of one tenant, idle after their bookmark."""
+    """``count`` Watch streams of one tenant, idle after their bookmark, as
+    many on each of its ``tokens`` (a token holds at most 100)."""
 
-    def __init__(self, endpoint: str, token: str, count: int, per_channel: int = 100):
+    def __init__(self, endpoint: str, tokens: list[str], count: int, per_channel: int = 100):
         super().__init__(endpoint, count, per_channel)
-        self.token = token
+        self.tokens = tokens
 
     async def _main(self):
         from netpeer.v1 import netpeer_pb2 as pb
@@ -312,7 +313,8 @@ class IdleWatchers(IdleStreams):
         calls = []
         for i in range(self.count):
             call = pb_grpc.NetworkServiceStub(channels[i // self.per_channel]).Watch(
-                pb.WatchRequest(parent="namespaces/watchers"), metadata=(("authorization", f"Bearer {self.token}"),))
+                pb.WatchRequest(parent="namespaces/watchers"),
+                metadata=(("authorization", f"Bearer {self.tokens[i % len(self.tokens)]}"),))
             calls.append(call)
             await call.read()        # the bookmark: the watch is open
             self.opened += 1
@@ -341,12 +343,12 @@ def test_idle_watchers_cost_little_and_slow_nothing(ovn, state_dir):
     try:
         daemon.start(sweep=True)
         with Client(daemon.endpoint, ADMIN_TOKEN) as admin:
-            watcher_token = admin.create_token(["watchers"])["token"]
+            watcher_tokens = [admin.create_token(["watchers"])["token"] for _ in range(IDLE_STREAMS // 100)]
             reader = Client(daemon.endpoint, admin.create_token(["reader"])["token"])
         reader.create_network("reader", "net-r", ["10.1.0.0/24"])
         timed_reads(reader, 30)
         before, rss_before = timed_reads(reader), _rss_kib(daemon.pid)
-        with IdleWatchers(daemon.endpoint, watcher_token, IDLE_STREAMS):
+        with IdleWatchers(daemon.endpoint, watcher_tokens, IDLE_STREAMS):
             time.sleep(1)
             rss_during = _rss_kib(daemon.pid)
             during = timed_reads(reader)

@@ -2,7 +2,8 @@
 
 Every call, whatever it carries: never INTERNAL, never UNKNOWN, never a
 crash (the server still answers health checks and calls), every error
-message on one line; after every call the state invariants hold (see
+message on one line; UNAUTHENTICATED without a valid token, unless the
+request is larger than its method takes (RESOURCE_EXHAUSTED); after every call the state invariants hold (see
 invariants.py: store consistency, consent fixpoint, nothing invalid stored,
 OVN equal to what the store implies, no duplicate netpeer:id).
 
@@ -21,11 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from netpeer.api.server import Limits
 from netpeer.v1 import netpeer_pb2 as pb
 from tests.support import ADMIN_TOKEN
 from tests.trust import report
 from tests.trust.invariants import Checker
-from tests.trust.rpc import ALL_RPCS, Raw
+from tests.trust.rpc import ALL_RPCS, Raw, path
 from tests.trust.strategies import plausible, requests
 
 EXAMPLES = int(os.environ.get("NETPEER_FUZZ_EXAMPLES", "400"))
@@ -35,6 +37,7 @@ NEVER = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEAD
 CALLERS = ("admin", "admin", "admin", "fz-a", "fz-ab", "bad", "none")
 TRIED: collections.Counter = collections.Counter()
 CODES: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+LIMITS = Limits()
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
 
 
@@ -77,7 +80,9 @@ class Fuzz:
         if code != grpc.StatusCode.OK:
             assert details and len(details.splitlines()) == 1, f"{method}: message not one line: {details!r:.500}"
             assert len(details) < 2000, f"{method}: message of {len(details)} characters"
-        if who in ("bad", "none"):
+        if request.ByteSize() > LIMITS.request_limit(path(method)):   # refused unparsed, whoever sent it
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and details.startswith("request: "), (method, details)
+        elif who in ("bad", "none"):
             assert code == grpc.StatusCode.UNAUTHENTICATED, (method, code, details)
         self.check()
         assert self.raw.healthy()

@@ -21,6 +21,8 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  run_state_machine_as_test)
 
 from netpeer import errors
+from netpeer.core.models import TokenLimits
+from netpeer.service.budget import Budgets
 from tests.trust import report
 from tests.trust.model import Model, diff, service_view
 
@@ -192,6 +194,8 @@ class ConsentMachine(RuleBasedStateMachine):
 
 @pytest.mark.slow
 def test_consent_model(netpeerd, checker):
+    # The consent rules are checked here, not the per-token budget of conflicts told (test_budgets.py).
+    netpeerd.service.budgets = Budgets(TokenLimits(conflict_disclosures_per_minute=10_000))
     ConsentMachine.d = netpeerd
     ConsentMachine.check = staticmethod(checker)
     ConsentMachine.clients = {ns: netpeerd.tenant(ns) for ns in NAMESPACES}

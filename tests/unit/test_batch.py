@@ -106,9 +106,12 @@ def test_batches_are_not_grouped_with_each_other_and_small_writes_still_are(tmp_
     """Concurrent writes share one dataplane transaction up to 64 writes by
     weight: a batch of 40 consents is not grouped with another, so a flood
     of batches never makes one NB transaction past the timeout."""
+    entered, release = threading.Event(), threading.Event()
+
     class Slow(MemoryDataplane):
         def sync(self, desired, stamp=None, track=False):
-            time.sleep(0.3)
+            entered.set()
+            release.wait(10)   # the first write holds the queue until every other one waits in it
             return super().sync(desired, stamp, track)
 
     store = SqliteStore(str(tmp_path / "s.db"))
@@ -117,7 +120,7 @@ def test_batches_are_not_grouped_with_each_other_and_small_writes_still_are(tmp_
         service.create_network(ADMIN, "a", f"a{i}", [f"10.1.{i}.0/24"])
         service.create_network(ADMIN, "b", f"b{i}", [f"10.2.{i}.0/24"])
     service.create_peering(ADMIN, "a", "a89", "to-b", "b", "b89")
-    service.writes.dataplane = Slow()   # from here on each bind takes 0.3 s
+    service.writes.dataplane = Slow()
     sizes: list[int] = []
     original = service.writes._run_group
     service.writes._run_group = lambda group: (sizes.append(sum(op.weight for op in group)), original(group))
@@ -131,9 +134,15 @@ def test_batches_are_not_grouped_with_each_other_and_small_writes_still_are(tmp_
             batch(0), batch(40)]
     jobs += [threading.Thread(target=service.create_peering, args=(ADMIN, "b", f"b{i}", "to-a", "a", f"a{i}"))
              for i in range(80, 88)]
-    for t in jobs:
+    # Each queued before the next starts (a loaded machine may run threads in any order otherwise).
+    jobs[0].start()
+    assert entered.wait(10)
+    for n, t in enumerate(jobs[1:], start=1):
         t.start()
-        time.sleep(0.02)
+        deadline = time.monotonic() + 10
+        while len(service.writes._pending) < n and time.monotonic() < deadline:
+            time.sleep(0.001)
+    release.set()
     for t in jobs:
         t.join()
     store.close()

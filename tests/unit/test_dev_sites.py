@@ -63,13 +63,15 @@ def test_operator_commands() -> None:
     ]
 
 
-def test_transit_blocks_same_on_both_sides_and_disjoint_per_site() -> None:
-    assert transit_block(["east", "west"], "east", "west") == "169.254.0.0/16"
+def test_transit_blocks_same_on_both_sides_disjoint_and_fixed_by_index() -> None:
+    """A link's block depends on its sites' indices only: adding or retiring
+    a site never moves another link's block (a running link cannot change it)."""
     import ipaddress
-    sites = ["east", "west", "north", "south"]
-    blocks = {(a, b): transit_block(sites, a, b) for a in sites for b in sites if a != b}
-    for (a, b), block in blocks.items():
-        assert block == blocks[(b, a)]
-    for site in sites:
-        mine = [ipaddress.ip_network(blocks[(site, o)]) for o in sites if o != site]
-        assert all(not x.overlaps(y) for i, x in enumerate(mine) for y in mine[i + 1:])
+    from netpeer_dev.operator import MAX_SITES
+    assert transit_block(0, 1) == transit_block(1, 0) == "169.254.0.0/21"
+    blocks = {(a, b): ipaddress.ip_network(transit_block(a, b))
+              for a in range(MAX_SITES) for b in range(a + 1, MAX_SITES)}
+    assert len(blocks) == 28 and all(b.prefixlen == 21 for b in blocks.values())
+    assert all(b.subnet_of(ipaddress.ip_network("169.254.0.0/16")) for b in blocks.values())
+    every = list(blocks.values())
+    assert all(not x.overlaps(y) for i, x in enumerate(every) for y in every[i + 1:])

@@ -275,6 +275,32 @@ def test_a_sweep_checks_only_changed_networks_and_a_full_pass_finds_the_rest(tmp
     store.close()
 
 
+def test_a_sweep_after_a_write_reads_the_networks_it_compares_not_every_network(tmp_path, monkeypatch):
+    """After a write the next sweep looks for strays, which needs the uid of
+    every network of the store: reading every network whole for it cost
+    1.3 s per sweep at 10,000 networks. A stray is still found and removed."""
+    import netpeer.store.sqlite as sqlite_store
+    store = SqliteStore(tmp_path / "netpeer.db")
+    dataplane = MemoryDataplane(track_changes=True)   # reports what changed, as OVN's replica does
+    service = Service(store, dataplane, clock=Clock())
+    for i in range(40):
+        bind(service, f"a{i}", f"b{i}", f"10.{i}.1.0/24", f"10.{i}.2.0/24")
+    service.reconciler.interval, service.reconciler.full_pass = 1.0, 3600.0   # one network per slice
+    service.sweep()
+    service.sweep()
+    a, b, _ = bind(service, "c", "d", "10.99.1.0/24", "10.99.2.0/24")
+    read = []
+    real = sqlite_store._network
+    monkeypatch.setattr(sqlite_store, "_network", lambda row: read.append(row[2]) or real(row))
+    assert service.sweep().repaired_rows == 0
+    assert len(set(read)) <= 6, f"the sweep read {len(set(read))} of 82 networks"
+    ghost = dataclasses.replace(a, uid="00000000-0000-4000-8000-00000000dead", name="gone")
+    dataplane.tamper(ghost.uid, NetworkState(ghost, ()))  # a row of no network: left by a crash, or by hand
+    assert service.sweep().repaired_rows == 1 and ghost.uid not in dataplane.networks
+    assert dataplane.peers_of(a.uid) == {b.uid}
+    store.close()
+
+
 def test_the_slow_full_pass_compares_a_slice_per_sweep_and_everyone_once_a_round(tmp_path):
     """At rest each sweep compares about networks x interval / full_pass of
     them, every network once per full_sweep_interval; so a change the

@@ -97,5 +97,5 @@ def test_ttls_below_a_second_on_the_wire_are_refused_alike():
     ("unix:///run/x.sock", True), ("127.0.0.1:7443", True), ("localhost:7443", True), ("[::1]:7443", True),
     ("0.0.0.0:7443", False), ("127.0.0.1.evil.example:7443", False), ("10.0.0.5:7443", False)])
 def test_only_resolved_loopback_listens_without_tls(address, local):
-    from netpeer.api.server import is_local_address
+    from netpeer.listen import is_local_address
     assert is_local_address(address) is local
