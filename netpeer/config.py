@@ -38,6 +38,9 @@ where the other sites' netpeerds reach it, and one table per other site:
     endpoint = "10.200.2.2:7443"          # west's [interconnect] listen
     secret_file = "east-west.secret"      # shared by the two sites, 0600
     transit_ipv4 = "169.254.0.0/16"       # the link's IPv4 block, the same on both sides
+
+Longer than 400 lines by a little: every setting is read and checked here,
+so that one mistake is one line naming it, whatever section it is in.
 """
 
 from __future__ import annotations

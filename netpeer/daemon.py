@@ -10,6 +10,10 @@ same store and OVN: each serves reads and writes (writes serialize on the
 store's write lock), and the sweeps and the Programmer run on the one that
 holds the sweeper lease (``netpeer.service.leader``).
 
+Longer than 400 lines: the start-up and stop order of every part (store,
+OVN, leadership, links, server, metrics, sweeps) reads in one place,
+where an order that is wrong is seen; each part's own logic is elsewhere.
+
 With ``--dataplane memory`` (``netpeer.simulation``) netpeerd programs an
 in-memory dataplane instead of OVN: a simulation and test mode, refused
 when the configuration looks like production.

@@ -1,6 +1,10 @@
 """A small client for the netpeer.v1 API, shared by the CLI and the Pulumi
 provider. Results are plain JSON-shaped dicts (the CLI's ``-o json``);
-failures raise ``netpeer.errors`` classes carrying the server's one line."""
+failures raise ``netpeer.errors`` classes carrying the server's one line.
+
+Longer than 400 lines: ``Client`` has a method per call of the API, each
+a few lines; the conversions to JSON-shaped dicts beside it are shared by
+all of them."""
 
 from __future__ import annotations
 

@@ -6,6 +6,11 @@ does not stop the rest. A sweep runs at start (a crash between a dataplane
 commit and a store commit leaves rows the store does not know; they go
 there) and then every ``interval``. Its progress is kept in ``status`` for
 the status call (``netpeer.v1.StatusService``), not only in the log.
+
+Longer than 400 lines by a little: the sweep's steps (expiry, the slots'
+grace, the changed networks and a slice of the slow pass, the look for
+strays) are one loop whose order matters; each step's work is in the
+modules it calls.
 """
 
 from __future__ import annotations

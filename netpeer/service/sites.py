@@ -23,6 +23,12 @@ another, and every ``interval`` in any case. A failed exchange marks the
 site unreachable: new pairs with it stay Pending (``RemoteSiteUnreachable``),
 Bound pairs stay Bound. The transport (gRPC in ``netpeer.api.sites``) is
 given; tests can join two services directly.
+
+Longer than 400 lines: ``SiteLinks`` is the one place a link's state lives
+(membership, reachability, what was sent and acknowledged, its thread), so
+that a change of the region and an exchange never see it half made; what
+is pure (the items, digests and deltas, and the outbox) is in
+``netpeer.core.sides`` and ``netpeer.service.sitelog``.
 """
 
 from __future__ import annotations
