@@ -9,7 +9,7 @@ import time
 
 from netpeer import errors
 from netpeer_dev.ha import HaStack
-from netpeer_dev.stack import DEFAULT_STATE_DIR, DevStack
+from netpeer_dev.stack import DEFAULT_STATE_DIR, DevStack, load_hint
 
 
 def add_parsers(sub, g: argparse.ArgumentParser) -> None:
@@ -98,7 +98,7 @@ def run(ctx, args) -> int:
         print(f"export NETPEER_TOKEN={stack.admin_token()}")
         print(f"export NETPEER_METRICS_URL={stack.metrics_url}")
         say(f"ready. OVN NB: ovn-nbctl --db={stack.ovn.nb_remote} show")
-        say('load the settings with: eval "$(netpeer dev up)"')
+        say(load_hint(stack.dir, *(["--chassis"] if stack.wants_chassis else [])))
         return 0
     if args.action == "down":
         stack.down(args.purge, say)
@@ -146,7 +146,7 @@ def _run_ha(ctx, args, ha: HaStack, stack: DevStack, say) -> int:
         print(f"export NETPEER_ENDPOINT={ha.endpoint}")
         print(f"export NETPEER_TOKEN={ha.admin_token()}")
         say(f"ready: {ha.replicas} replicas. OVN NB: ovn-nbctl --db={ha.nb.nb_remote} show")
-        say('load the settings with: eval "$(netpeer dev up --ha)"')
+        say(load_hint(stack.dir, "--ha", "--replicas", str(ha.replicas)))
         return 0
     if args.action == "down":
         ha.down(args.purge, say)

@@ -12,7 +12,8 @@ to the first ping. Re-running is safe: what exists is re-used.
 ``python -m netpeer_dev.demo_sites down`` runs ``netpeer dev down --purge``
 and checks that no process, namespace or state is left.
 
-State: ``$NETPEER_DEMO_SITES_DIR`` or ``~/.local/state/netpeer/demo-sites``.
+State: ``$NETPEER_DEMO_SITES_DIR``, else ``$NETPEER_DEV_DIR``, else
+``~/.local/state/netpeer/demo-sites``.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         sys.stderr.write("demo-sites: needs root (network namespaces, Open vSwitch, tun devices)\n")
         return 1
-    state = Path(os.environ.get("NETPEER_DEMO_SITES_DIR") or DEFAULT_DIR)
+    state = Path(os.environ.get("NETPEER_DEMO_SITES_DIR") or os.environ.get("NETPEER_DEV_DIR") or DEFAULT_DIR)
     try:
         return up(state) if args.action == "up" else down(state)
     except DemoError as exc:

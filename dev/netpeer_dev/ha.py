@@ -92,12 +92,17 @@ class HaStack:
             raise errors.InvalidArgument.for_field("--state-dir", str(self.dir),
                                                    "is too long for unix sockets; choose a shorter path")
         self.marker.write_text(f"{replicas} netpeerd replicas on PostgreSQL, NB Raft cluster of 3\n")
-        say(f"starting PostgreSQL ({self.pg.dir})")
+        say(f"PostgreSQL already running ({self.pg.dir})" if self.pg.pid is not None
+            else f"starting PostgreSQL ({self.pg.dir})")
         self.pg.start()
         link = self.dir / "pg"
         if not link.exists() and self.pg.dir != link:
             link.symlink_to(self.pg.dir)
-        say("starting OVN: NB Raft cluster of 3, SB, northd")
+        parts = [self.nb.member(i) for i in self.nb.members()] + [self.nb.sb, self.nb.northd]
+        down = [m.name for m in parts if m.pid() is None]
+        say("starting OVN: NB Raft cluster of 3, SB, northd" if len(down) == len(parts)
+            else f"starting {', '.join(down)} (the rest of OVN already running)" if down
+            else "OVN already running: NB Raft cluster of 3, SB, northd")
         self.nb.start()
         if not self.token_file.exists():
             token = f"np_admin{secrets.token_hex(3)}_{secrets.token_urlsafe(32).replace('_', '-')}"

@@ -10,6 +10,7 @@ from typing import Any
 from netpeer import errors
 from netpeer_dev.multisite import MultiSiteStack
 from netpeer_dev.operator import validate_sites
+from netpeer_dev.stack import load_hint
 
 __all__ = ["wanted", "run"]
 
@@ -43,7 +44,8 @@ def run(ctx, args, multi: MultiSiteStack, say) -> int:
         replicas = f", {multi.replicas} netpeerd replicas per site" if multi.replicas > 1 else ""
         say(f"ready: sites {', '.join(multi.names)}{' with HA gateways' if multi.sites.ha else ''}{replicas} "
             f"in {multi.dir} (netpeer dev status)")
-        say(f'load the settings with: eval "$(netpeer dev up --sites {",".join(multi.names)})"')
+        say(load_hint(multi.dir, "--sites", ",".join(multi.names), *(["--ha"] if multi.sites.ha else []),
+                      *(["--replicas", str(multi.replicas)] if multi.replicas > 1 else [])))
         return 0
     if args.action == "down":
         multi.down(args.purge, say)

@@ -8,6 +8,7 @@ log. ``up`` is idempotent; ``down`` stops every daemon it started by its pid.
 from __future__ import annotations
 
 import os
+import shlex
 import secrets
 import socket
 from pathlib import Path
@@ -158,3 +159,13 @@ class DevStack:
     def required_daemons(self) -> tuple[str, ...]:
         central = ("ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd", "netpeerd")
         return central + (("ovsdb-server", "ovs-vswitchd", "ovn-controller") if self.wants_chassis else ())
+
+
+def load_hint(state_dir: Path, *flags: str) -> str:
+    """The line that loads a running stack's settings into a shell: the
+    flags it was made with, and its state directory unless it is the default
+    one (without them the same command would make or find another stack)."""
+    words = ["netpeer", "dev", "up", *flags]
+    if Path(state_dir).absolute() != Path(DEFAULT_STATE_DIR).absolute():
+        words += ["--state-dir", str(state_dir)]
+    return f'load the settings with: eval "$({shlex.join(words)})"'

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the store is older than OVN on purpose: make OVN match it (deletes what it does not know)")
     sv.add_argument("--dataplane", default="ovn", metavar="{ovn,memory}",
                     help="what netpeerd programs: ovn (default), or memory: a simulation and test mode without "
-                         "traffic, refused with a configuration that looks like production (README: Simulation)")
+                         "traffic, refused with a configuration that looks like production (docs/operations.md, Simulation)")
 
     db = sub.add_parser("db", help="the store").add_subparsers(dest="action", required=True, parser_class=_Parser)
     up = db.add_parser("upgrade", parents=[g], help="apply the store's schema migrations, then exit")
