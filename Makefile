@@ -7,13 +7,15 @@ PY := .venv/bin/python
 setup:                ## install OVN, Open vSwitch and the Python environment
 	bash scripts/setup.sh
 
-demo: setup           ## local stack with a chassis, two tenants' Pulumi stacks, ping across the peering
+demo:                 ## local stack with a chassis, two tenants' Pulumi stacks, ping across the peering
+	bash scripts/setup.sh --demo
 	$(PY) -m netpeer_dev.demo up
 
 demo-down:            ## destroy the demo's stacks, instances, daemons and state; check nothing is left
 	@if [ -x $(PY) ]; then $(PY) -m netpeer_dev.demo down; else echo "no .venv: nothing to tear down"; fi
 
-demo-sites: setup     ## two sites (OVN-IC over WireGuard), a tenant in each, a peering across them, ping both ways
+demo-sites:           ## two sites (OVN-IC over WireGuard), a tenant in each, a peering across them, ping both ways
+	bash scripts/setup.sh --sites
 	$(PY) -m netpeer_dev.demo_sites up
 
 demo-sites-down:      ## stop the two sites: every daemon by pid, namespaces, keys, state; check nothing is left

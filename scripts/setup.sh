@@ -13,6 +13,9 @@
 # --no-pulumi-languages only the YAML/TypeScript toolchain, --no-opentofu OpenTofu,
 # --no-wireguard wireguard-go (then `netpeer dev up --sites` and tests/sites fail, saying so),
 # --no-porcupine the checker (then tests/linearizability builds it on first use, or fails saying why).
+# --demo installs what `make demo` needs and no more (OVN/OVS, .venv, the Pulumi CLI and netpeer's plugin:
+# no PostgreSQL, OVN-IC, YAML/TypeScript toolchain, OpenTofu, wireguard-go or lincheck); --sites what
+# `make demo-sites` needs (--demo, plus OVN-IC and wireguard-go). `make setup` and `make test` install all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "setup: $*" >&2; }
@@ -22,6 +25,8 @@ want_pulumi_languages=1
 want_opentofu=1
 want_wireguard=1
 want_porcupine=1
+want_postgresql=1
+want_ic=1
 for arg in "$@"; do
   case "$arg" in
     --no-pulumi) want_pulumi=0 ;;
@@ -29,6 +34,9 @@ for arg in "$@"; do
     --no-opentofu) want_opentofu=0 ;;
     --no-wireguard) want_wireguard=0 ;;
     --no-porcupine) want_porcupine=0 ;;
+    --demo) want_pulumi_languages=0; want_opentofu=0; want_wireguard=0; want_porcupine=0; want_postgresql=0
+            want_ic=0 ;;
+    --sites) want_pulumi_languages=0; want_opentofu=0; want_porcupine=0; want_postgresql=0 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -36,8 +44,9 @@ done
 # --- Debian packages ---------------------------------------------------------
 # postgresql: netpeerd replicas (dev up --ha, tests/ha).
 # ovn-ic + ovn-ic-db: OVN Interconnection (the daemon; the IC NB/SB schemas) for the multi-site stack.
-APT_PACKAGES=(ovn-central ovn-host ovn-ic ovn-ic-db openvswitch-switch openvswitch-common iproute2 iputils-ping procps
-              openssl postgresql)
+APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps openssl)
+if [ "$want_ic" = 1 ]; then APT_PACKAGES+=(ovn-ic ovn-ic-db); fi
+if [ "$want_postgresql" = 1 ]; then APT_PACKAGES+=(postgresql); fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -56,7 +65,7 @@ else
 fi
 # The replica tests and `netpeer dev up --ha` run initdb / pg_ctl from Debian's
 # PostgreSQL: without them those tests fail, so setup fails here first.
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+if [ "$want_postgresql" = 1 ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   echo "setup: PostgreSQL is not usable: no /usr/lib/postgresql/*/bin/initdb after installing 'postgresql'" >&2
   exit 1
 fi
