@@ -135,7 +135,11 @@ def _config(root: Path, **changes) -> Path:
 @pytest.mark.parametrize("changes, why", [
     ({"listen": "0.0.0.0:7443"}, "listen '0.0.0.0:7443' is not loopback or a unix socket"),
     ({"site_listen": "0.0.0.0:7444"}, "interconnect.listen '0.0.0.0:7444' is not loopback or a unix socket"),
-    ({"metrics_listen": "0.0.0.0:9464"}, "metrics_listen '0.0.0.0:9464' is not loopback or a unix socket"),
+    # Off loopback, metrics need TLS before anything else looks at them (Config.load).
+    ({"metrics_listen": "0.0.0.0:9464", "metrics_cert": lambda r: r / "m.crt", "metrics_key": lambda r: r / "m.key"},
+     "metrics_listen '0.0.0.0:9464' is not loopback or a unix socket"),
+    ({"metrics_listen": "127.0.0.1:9464", "metrics_cert": lambda r: r / "m.crt",
+      "metrics_key": lambda r: r / "m.key"}, "metrics.cert is configured (TLS is for a real deployment)"),
     ({"tls_cert": lambda r: r / "tls.crt", "tls_key": lambda r: r / "tls.key"},
      "tls.cert is configured (TLS is for a real deployment)"),
     ({"site_cert": lambda r: r / "s.crt", "site_key": lambda r: r / "s.key"},
@@ -143,7 +147,7 @@ def _config(root: Path, **changes) -> Path:
     ({"store": "postgresql://netpeer@db1/netpeer"}, "the store is PostgreSQL (replicas share one real dataplane)"),
     ({"sites": lambda r: (SiteLink("west", f"unix://{r / 'w.sock'},10.200.2.2:7443", r / "east-west.secret"),)},
      "sites.west.endpoint '10.200.2.2:7443' is not loopback or a unix socket"),
-], ids=["listen", "interconnect.listen", "metrics_listen", "tls", "interconnect-tls", "postgresql", "site-endpoint"])
+], ids=["listen", "interconnect.listen", "metrics_listen", "metrics-tls", "tls", "interconnect-tls", "postgresql", "site-endpoint"])
 def test_the_simulation_is_refused_with_a_production_looking_configuration(changes, why):
     root = short_tmpdir("np-sim-")
     try:
