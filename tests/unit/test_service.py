@@ -279,7 +279,7 @@ def test_a_sweep_after_a_write_reads_the_networks_it_compares_not_every_network(
     """After a write the next sweep looks for strays, which needs the uid of
     every network of the store: reading every network whole for it cost
     1.3 s per sweep at 10,000 networks. A stray is still found and removed."""
-    import netpeer.store.sqlite as sqlite_store
+    import netpeer.store.sql as sql_store
     store = SqliteStore(tmp_path / "netpeer.db")
     dataplane = MemoryDataplane(track_changes=True)   # reports what changed, as OVN's replica does
     service = Service(store, dataplane, clock=Clock())
@@ -290,8 +290,8 @@ def test_a_sweep_after_a_write_reads_the_networks_it_compares_not_every_network(
     service.sweep()
     a, b, _ = bind(service, "c", "d", "10.99.1.0/24", "10.99.2.0/24")
     read = []
-    real = sqlite_store._network
-    monkeypatch.setattr(sqlite_store, "_network", lambda row: read.append(row[2]) or real(row))
+    real = sql_store.network_from
+    monkeypatch.setattr(sql_store, "network_from", lambda row: read.append(row[2]) or real(row))
     assert service.sweep().repaired_rows == 0
     assert len(set(read)) <= 6, f"the sweep read {len(set(read))} of 82 networks"
     ghost = dataclasses.replace(a, uid="00000000-0000-4000-8000-00000000dead", name="gone")
