@@ -411,3 +411,30 @@ def test_rows_that_waited_are_not_drift_and_their_pairs_wait_for_the_chassis_aga
         assert service.get_peering(ADMIN, "a", "net-a", "to-b").dataplane == "Programmed"
     finally:
         store.close()
+
+
+def test_the_service_and_its_parts_are_made_from_its_settings(tmp_path):
+    """What netpeerd's configuration tells the service reaches every part
+    that acts on it when the service is made (netpeer.daemon sets nothing
+    on them afterwards)."""
+    from netpeer.core.models import Quotas, TokenLimits
+    from netpeer.observe.metrics import NoMetrics
+    from netpeer.service import Settings
+    from netpeer.service.leader import Solo
+
+    settings = Settings(owner="other", quotas=Quotas(networks_per_namespace=7),
+                        limits=TokenLimits(conflict_disclosures_per_minute=11),
+                        attachment_grace=timedelta(seconds=5), repair_max_delete_share=0.5,
+                        full_sweep_interval=timedelta(minutes=10))
+    metrics, leadership = NoMetrics(), Solo()
+    store = SqliteStore(tmp_path / "netpeer.db")
+    try:
+        service = Service(store, MemoryDataplane(), settings, metrics=metrics, leadership=leadership)
+        assert (service.owner, service.quotas, service.budgets.limits) == ("other", settings.quotas, settings.limits)
+        assert service.leadership is leadership
+        r = service.reconciler
+        assert (r.attachment_grace, r.max_delete_share, r.full_pass) == (timedelta(seconds=5), 0.5, 600.0)
+        assert service.writes.metrics is metrics and r.metrics is metrics and service.programmer.metrics is metrics
+        assert service.link_sites("east", {"west": 4}).verify_interval == 600.0
+    finally:
+        store.close()
