@@ -20,6 +20,7 @@ from netpeer.service import Service
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
 from tests.pgsupport import make_store
+from tests.support import wait_until
 
 ADMIN = Caller("admin", frozenset(), True)
 
@@ -364,10 +365,8 @@ def test_the_acknowledgement_is_sampled_only_while_peerings_wait(tmp_path, commi
         assert p.dataplane == "Programming"
         with dataplane._lock:
             dataplane.applied_cfg = dataplane.cfg  # every chassis applied it
-        deadline = time.monotonic() + (0.5 if committed_by == "this process" else 3.5)
-        while service.get_peering(ADMIN, "b", "net-b", "to-a").dataplane != "Programmed":
-            assert time.monotonic() < deadline, "not Programmed in time"
-            time.sleep(0.01)
+        wait_until(lambda: service.get_peering(ADMIN, "b", "net-b", "to-a").dataplane == "Programmed",
+                   0.5 if committed_by == "this process" else 3.5, "not Programmed in time", step=0.01)
     finally:
         stop.set()
         runner.join(5)
