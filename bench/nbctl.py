@@ -11,7 +11,7 @@ import subprocess
 import time
 from typing import Iterable, Mapping
 
-from netpeer.ovn.rows import Row
+from netpeer.ovn.row import Row
 
 
 def value(v) -> str:

@@ -149,14 +149,14 @@ def prepare_site(store: str, name: str, capacities: dict[str, int], networks: li
     link running); the seconds it took. Run in a process of its own."""
     import logging
     from netpeer.core.models import Caller, Quotas
-    from netpeer.service import Service, batch
+    from netpeer.service import Service, Settings, batch
     from netpeer.service.memory import MemoryDataplane
     from netpeer.store.sqlite import SqliteStore
     logging.basicConfig(level=logging.ERROR)
     admin = Caller("admin", frozenset(), True)
     t0 = time.monotonic()
     svc = Service(SqliteStore(Path(store)), MemoryDataplane(),
-                  quotas=Quotas(networks_per_namespace=10_000_000, pending_peerings_per_namespace=10_000_000))
+                  Settings(quotas=Quotas(networks_per_namespace=10_000_000, pending_peerings_per_namespace=10_000_000)))
     svc.link_sites(name, capacities, transport=None)
     svc.sites.prepare()
     try:

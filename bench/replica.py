@@ -98,7 +98,7 @@ def replicate(d: Deployment, collector: str = "netpeerd") -> dict:
         if not backend.wait_connected(900):
             raise RuntimeError(f"the replica of {d.dir} did not arrive in 900 s")
         out = {"collector": collector, "wall_s": time.monotonic() - t0, "cpu_s": time.process_time() - c0}
-        out["rows"] = backend._read(lambda replica: sum(len(rows) for rows in replica.tables.values()))
+        out["rows"] = backend.read(lambda replica: sum(len(rows) for rows in replica.tables.values()))
         out["rss_added_mib"] = (_settled_rss_kib() - rss0) / 1024
         out["objects_added"] = sys.getallocatedblocks() - blocks0
         out["arenas"] = arena_stats()

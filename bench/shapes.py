@@ -22,7 +22,7 @@ import time
 import uuid
 
 from netpeer.ovn import rows as dataplane
-from netpeer.ovn.rows import Parent, Row
+from netpeer.ovn.row import Parent, Row
 from netpeer.core.models import Network
 from netpeer.ovn import names
 

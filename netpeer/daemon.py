@@ -113,28 +113,20 @@ class Daemon:
             # The start-up check reads OVN's stamp before the replica is asked for (``stamp_first``).
             self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
                                       site=_site_context(config), stamp_first=True)
-        self.service = (service_factory or Service)(self.store, self.backend, owner=config.owner)
-        self.site_server = self.site_transport = None
-        if config.site:
-            self._link_sites(config)
-        self.service.quotas = config.quotas
-        from netpeer.service.budget import Budgets
-        self.service.budgets = Budgets(config.limits)
-        self.service.reconciler.attachment_grace = config.attachment_grace
-        self.service.leadership = self.leadership
-        self.service.reconciler.max_delete_share = config.repair_max_delete_share
-        self.service.reconciler.full_pass = config.full_sweep_interval.total_seconds()
-        if self.backend.kind == "ovn":
-            # A transit switch port got its key across sites: the rest of its
-            # attachment waits for that (netpeer.ovn.ic_rows), so sweep now.
-            self.backend.changes.on_keyed = lambda: self.service.reconciler.sweep_soon((0.0,))
         self.metrics, self.metrics_server = NONE, None
         if config.metrics_listen:
             from netpeer.observe.metrics import Metrics
             self.metrics = Metrics()
-            self.service.writes.metrics = self.service.reconciler.metrics = self.metrics
-            self.service.programmer.metrics = self.metrics
             self.backend.on_transaction = self.metrics.ovn_transaction
+        self.service = (service_factory or Service)(self.store, self.backend, _service_settings(config),
+                                                    metrics=self.metrics, leadership=self.leadership)
+        self.site_server = self.site_transport = None
+        if config.site:
+            self._link_sites(config)
+        if self.backend.kind == "ovn":
+            # A transit switch port got its key across sites: the rest of its
+            # attachment waits for that (netpeer.ovn.ic_rows), so sweep now.
+            self.backend.changes.on_keyed = lambda: self.service.reconciler.sweep_soon((0.0,))
         if config.admin_token_file is not None:
             self.service.bootstrap_admin(config.admin_token_file.read_text().strip())
         self.server = Server(
@@ -181,7 +173,6 @@ class Daemon:
         links = self.service.link_sites(config.site, {link.name: ic_rows.capacity(link.transit_ipv4)
                                                       for link in config.sites},
                                         self.site_transport, interval=config.sweep_interval.total_seconds())
-        links.verify_interval = config.full_sweep_interval.total_seconds()
         self.site_transport.counter = links.count
         self.site_server = SiteServer(links, config.site_listen, files.secrets, cert=files.cert, key=files.key,
                                       ca=files.ca)
@@ -407,6 +398,14 @@ def _site_context(config: Config):
         return None
     from netpeer.ovn.ic_rows import SiteContext
     return SiteContext(config.site, config.gateway_group, {link.name: link.transit_ipv4 for link in config.sites})
+
+
+def _service_settings(config: Config):
+    """The service's part of the configuration (``netpeer.service.Settings``)."""
+    from netpeer.service import Settings
+    return Settings(owner=config.owner, quotas=config.quotas, limits=config.limits,
+                    attachment_grace=config.attachment_grace, repair_max_delete_share=config.repair_max_delete_share,
+                    full_sweep_interval=config.full_sweep_interval)
 
 
 def _metrics_endpoint(config: Config) -> dict:

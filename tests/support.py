@@ -17,7 +17,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import pytest
 
@@ -45,6 +47,24 @@ MALFORMED_PROTOBUF = {
     "an invalid wire type": b"\x0e\x01",
     "a varint that never ends": b"\x10" + b"\xff" * 11,
 }
+
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], timeout: float, what: str, step: float = 0.02) -> T:
+    """Calls ``condition()`` every ``step`` seconds until it answers
+    something true, and returns that answer; fails the test after
+    ``timeout`` seconds with ``what`` (a string, or a function of the last
+    answer, for a message that says what was seen instead)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = condition()
+        if answer:
+            return answer
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what(answer) if callable(what) else what} (waited {timeout:g} s)")
+        time.sleep(step)
+
 
 CENTRAL_TOOLS = ("ovsdb-server", "ovsdb-tool", "ovn-northd", "ovn-nbctl", "ovn-sbctl")
 CHASSIS_TOOLS = ("ovs-vswitchd", "ovs-vsctl", "ovs-appctl", "ovn-controller", "ip")
@@ -144,14 +164,10 @@ class Netpeerd:
         """Waits until every dataplane change was acknowledged (no peering is
         Programming): after it, nothing writes in the background until the
         next call (tests that compare store dumps or trace statements)."""
-        import time
-        deadline = time.monotonic() + timeout
-        while True:
+        def settled() -> bool:
             with self.store.read() as tx:
-                if not tx.programming(2 ** 62, limit=1):
-                    return
-            assert time.monotonic() < deadline, "netpeerd's dataplane changes were never acknowledged"
-            time.sleep(0.02)
+                return not tx.programming(2 ** 62, limit=1)
+        wait_until(settled, timeout, "netpeerd's dataplane changes were never acknowledged")
 
     def stop(self) -> None:
         self.daemon.stop(grace=1)
@@ -168,21 +184,14 @@ def start_netpeerd(ovn: OvnDaemons, directory: Path, *, service_factory=None, wo
     daemon.start()
     netpeerd = Netpeerd(ovn, daemon, config.listen, directory / "netpeer.sock")
     wait_first_sweep(netpeerd)  # so it never races what the test does first
-    import time
-    deadline = time.monotonic() + 30
-    while not daemon.server.ready:   # and health says SERVING (it re-checks every half second)
-        assert time.monotonic() < deadline, "netpeerd never became ready"
-        time.sleep(0.02)
+    # and health says SERVING (it re-checks every half second)
+    wait_until(lambda: daemon.server.ready, 30, "netpeerd never became ready")
     return netpeerd
 
 
 def wait_first_sweep(netpeerd: Netpeerd, timeout: float = 30.0) -> None:
     """The in-process netpeerd's start-up sweep has completed."""
-    import time
-    deadline = time.monotonic() + timeout
-    while netpeerd.service.reconciler.status.sweeps == 0:
-        assert time.monotonic() < deadline, "netpeerd's first sweep did not complete"
-        time.sleep(0.02)
+    wait_until(lambda: netpeerd.service.reconciler.status.sweeps, timeout, "netpeerd's first sweep did not complete")
 
 
 @dataclasses.dataclass

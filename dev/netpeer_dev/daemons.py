@@ -41,7 +41,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -50,7 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["DaemonStatus", "OvnDaemonError", "OvnDaemons", "BRIDGE"]
+from netpeer_dev.proc import OvnDaemonError, alive, cmdline, find_binary
+
+__all__ = ["DaemonStatus", "OvnDaemonError", "OvnDaemons", "BRIDGE", "alive"]
 
 #: The integration bridge ovn-controller programs.
 BRIDGE = "br-int"
@@ -64,29 +65,11 @@ _OVN_NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
 _OVN_SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
 _OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 
-# Which Debian package ships each tool we run, for error messages.
-_PACKAGE_OF = {
-    "ovsdb-server": "openvswitch-common",
-    "ovsdb-tool": "openvswitch-common",
-    "ovs-appctl": "openvswitch-common",
-    "ovs-vsctl": "openvswitch-switch",
-    "ovs-vswitchd": "openvswitch-switch",
-    "ovn-northd": "ovn-central",
-    "ovn-nbctl": "ovn-common",
-    "ovn-sbctl": "ovn-common",
-    "ovn-controller": "ovn-host",
-    "ip": "iproute2",
-}
 _SCHEMA_PACKAGE = {
     _OVN_NB_SCHEMA: "ovn-central",
     _OVN_SB_SCHEMA: "ovn-central",
     _OVS_SCHEMA: "openvswitch-switch",
 }
-
-# Directories searched after $PATH: the daemons live in sbin, which a
-# non-login or non-root PATH may lack.
-_EXTRA_BIN_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin")
-
 
 @dataclass(frozen=True)
 class DaemonStatus:
@@ -99,10 +82,6 @@ class DaemonStatus:
     pid: int | None
     running: bool
     detail: str
-
-
-class OvnDaemonError(RuntimeError):
-    """A daemon could not be started, stopped or talked to; the message is one clear line."""
 
 
 @dataclass(frozen=True)
@@ -127,59 +106,6 @@ _CONTROLLER = _Daemon("ovn-controller", "ovn-controller", "ovn-controller.pid", 
 
 #: Start order; stop goes the other way.
 _ALL = (_NB, _SB, _NORTHD, _OVSDB, _VSWITCHD, _CONTROLLER)
-
-
-def _find_binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        extra = os.pathsep.join(_EXTRA_BIN_DIRS)
-        path = shutil.which(name, path=extra)
-    if path is None:
-        raise OvnDaemonError(f"{name} not found: install the Debian package {_PACKAGE_OF.get(name, 'ovn-central')}")
-    return path
-
-
-def _process_state(pid: int) -> str | None:
-    """The one-letter state of ``pid`` from /proc, or None when it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    # "pid (comm) S ...": comm may contain spaces and parentheses.
-    try:
-        return stat[stat.rindex(")") + 2]
-    except (ValueError, IndexError):
-        return None
-
-
-def alive(pid: int) -> bool:
-    """True when ``pid`` exists and is not a zombie.
-
-    Detached daemons are reparented to PID 1; an init that reaps lazily
-    leaves killed daemons as zombies for a while, which must count as dead.
-    A killed process with several threads shows its first thread as a zombie
-    at once while the others still exit, and keeps its files until the last
-    one has (its listening sockets still accept, then reset, connections:
-    measured up to 0.16 s for a process of 30 threads): it counts as alive
-    until then.
-    """
-    state = _process_state(pid)
-    if state is None or state in ("X", "x"):
-        return False
-    if state != "Z":
-        return True
-    try:
-        return len(os.listdir(f"/proc/{pid}/task")) > 1
-    except OSError:
-        return False
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
 def _last_line(text: str) -> str:
@@ -308,7 +234,7 @@ class OvnDaemons:
         if pid <= 0 or not alive(pid):
             return None
         # Only ours when the process was started with this very pidfile.
-        if f"--pidfile={pidfile}" not in _cmdline(pid):
+        if f"--pidfile={pidfile}" not in cmdline(pid):
             return None
         return pid
 
@@ -319,7 +245,7 @@ class OvnDaemons:
 
     def _run(self, argv: list[str], timeout: float, what: str | None = None) -> str:
         """Run a short-lived tool; return stdout or raise OvnDaemonError with its stderr."""
-        binary = _find_binary(argv[0])
+        binary = find_binary(argv[0])
         try:
             proc = subprocess.run([binary, *argv[1:]], env=self.env(), stdin=subprocess.DEVNULL,
                                   capture_output=True, text=True, timeout=timeout)
@@ -373,7 +299,7 @@ class OvnDaemons:
 
     def _spawn(self, spec: _Daemon, args: list[str], deadline: float, netns: str | None = None) -> int:
         """Start one daemon with --detach (inside ``netns`` if given); return its pid."""
-        binary = _find_binary(spec.binary)
+        binary = find_binary(spec.binary)
         pidfile = self._path(spec.pidfile)
         logfile = self._path(spec.logfile)
         errfile = self._path(f"{spec.name}.stderr")
@@ -382,7 +308,7 @@ class OvnDaemons:
                 "-vconsole:err", *args]
         if netns is not None:
             # ip execs the daemon, so its command line (and pidfile check) stay the same.
-            argv = [_find_binary("ip"), "netns", "exec", netns, *argv]
+            argv = [find_binary("ip"), "netns", "exec", netns, *argv]
         remaining = max(1.0, deadline - time.monotonic())
         # stdout/stderr go to a file, not a pipe: a detached child keeps its
         # stdio until it is ready, and a pipe would tie us to it.

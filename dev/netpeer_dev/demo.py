@@ -426,7 +426,7 @@ class Demo:
 
         step("check: nothing left behind")
         from netpeer_dev import netns as nsx
-        from netpeer_dev.daemons import alive
+        from netpeer_dev.proc import alive
         survivors = {name: pid for name, pid in pids.items() if alive(pid)}
         left_ns = [n for n in ([chassis_netns] if nsx.netns_exists(chassis_netns) else [])]
         if fleet_prefix:

@@ -133,7 +133,7 @@ def down(state: Path) -> int:
     proc = netpeer("dev", "down", "--purge", "--state-dir", str(state), check=False)
     sys.stdout.write(proc.stderr)
     step("check: nothing left behind")
-    from netpeer_dev.daemons import alive as running   # a zombie awaiting its reaper counts as gone
+    from netpeer_dev.proc import alive as running   # a zombie awaiting its reaper counts as gone
     alive = [f"{n} {p}" for n, p in pids.items() if running(p)]
     left = [ns for ns in namespaces + netns_of if Path("/run/netns", ns).exists()]
     print(f"   processes alive: {alive or 'none'} (of {len(pids)}); namespaces left: {left or 'none'}; "

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from netpeer_dev.daemons import OvnDaemonError, _find_binary, alive, _cmdline
+from netpeer_dev.proc import OvnDaemonError, alive, cmdline, find_binary
 
 NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
 SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
@@ -37,7 +37,7 @@ class Member:
             pid = int(self.pidfile.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if pid > 0 and alive(pid) and f"--pidfile={self.pidfile}" in _cmdline(pid) else None
+        return pid if pid > 0 and alive(pid) and f"--pidfile={self.pidfile}" in cmdline(pid) else None
 
     def signal(self, sig: signal.Signals, timeout: float = 10.0) -> int | None:
         """Sends ``sig`` and waits until the process is gone; the pid it had."""
@@ -94,7 +94,7 @@ class NbCluster:
 
     def run(self, *argv: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
         try:
-            out = subprocess.run([_find_binary(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True,
+            out = subprocess.run([find_binary(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True,
                                  text=True, timeout=timeout, cwd=self.dir,
                                  env=dict(os.environ, OVS_RUNDIR=str(self.dir), OVN_RUNDIR=str(self.dir)))
         except subprocess.TimeoutExpired:

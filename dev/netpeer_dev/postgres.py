@@ -22,6 +22,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from netpeer_dev.proc import alive, cmdline
+
 PACKAGE = "postgresql-15"
 
 
@@ -38,14 +40,6 @@ def bin_dir() -> Path:
         raise PostgresError(f"PostgreSQL is not installed (no {root}/*/bin/initdb): apt-get install {PACKAGE} "
                             "(scripts/setup.sh does)")
     return versions[-1]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZXx"
 
 
 class PgCluster:
@@ -75,13 +69,9 @@ class PgCluster:
             pid = int((self.data / "postmaster.pid").read_text().splitlines()[0])
         except (OSError, ValueError, IndexError):
             return None
-        if not _alive(pid):
+        if not alive(pid):
             return None
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return None
-        return pid if str(self.data).encode() in cmdline else None
+        return pid if any(str(self.data) in part for part in cmdline(pid)) else None
 
     # ------------------------------------------------------------ lifecycle
     def _run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -162,7 +152,7 @@ class PgCluster:
             return None
         os.kill(pid, sig)
         deadline = time.monotonic() + timeout
-        while _alive(pid):
+        while alive(pid):
             if time.monotonic() > deadline:
                 raise PostgresError(f"postgres (pid {pid}) still runs {timeout:.0f}s after signal {sig!r}")
             time.sleep(0.02)

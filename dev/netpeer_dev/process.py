@@ -22,7 +22,7 @@ from pathlib import Path
 from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.config import Config
-from netpeer_dev.daemons import alive
+from netpeer_dev.proc import alive
 
 
 class NetpeerdProcess:

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from netpeer_dev.daemons import _cmdline, _find_binary, alive
+from netpeer_dev.proc import alive, cmdline, find_binary
 
 __all__ = ["PORT", "Relay", "main"]
 
@@ -80,7 +80,7 @@ class Relay:
             pid = int(self.pidfile.read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
-        return pid if alive(pid) and f"--pidfile={self.pidfile}" in _cmdline(pid) else None
+        return pid if alive(pid) and f"--pidfile={self.pidfile}" in cmdline(pid) else None
 
     def start(self, netpeerd_sockets: Sequence[Path]) -> None:
         """Start the relay unless it runs (it writes its pidfile itself);
@@ -91,7 +91,7 @@ class Relay:
         os.chmod(self.dir, 0o700)
         self._write_forwards()
         targets = ",".join(str(p) for p in netpeerd_sockets)
-        argv = [_find_binary("ip"), "netns", "exec", self.netns, sys.executable, "-m", "netpeer_dev.sitelink",
+        argv = [find_binary("ip"), "netns", "exec", self.netns, sys.executable, "-m", "netpeer_dev.sitelink",
                 f"--pidfile={self.pidfile}", f"--serve={self.listen}={targets}", f"--forwards={self.forwards_file}"]
         with open(self.dir / "sitelink.log", "a") as log:
             subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

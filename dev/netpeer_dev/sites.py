@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from netpeer_dev.daemons import OvnDaemonError, alive
+from netpeer_dev.proc import OvnDaemonError, alive
 from netpeer_dev.operator import BFD, MAX_SITES, gateway_group, operator_commands, transit_switch, validate_sites
 from netpeer_dev.site_ovn import IcDatabases, SiteCentral, SiteChassis, check_ic_installed
 from netpeer_dev.sitelink import PORT as LINK_PORT, Relay

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from netpeer_dev.daemons import _find_binary
+from netpeer_dev.proc import find_binary
 
 __all__ = ["WanError", "SitePlan", "Underlay", "UNDERLAY", "capture_script", "WG_PORT", "GENEVE_PORT"]
 
@@ -82,13 +82,13 @@ def _run(argv: list[str], input: str | None = None, timeout: float = 30.0) -> su
 def ip_batch(commands: list[str], netns: str | None = None) -> None:
     """Many ``ip`` commands in one process (``ip -batch -``), inside ``netns``."""
     if commands:
-        _run([_find_binary("ip")] + (["-n", netns] if netns else []) + ["-batch", "-"],
+        _run([find_binary("ip")] + (["-n", netns] if netns else []) + ["-batch", "-"],
              input="\n".join(commands) + "\n")
 
 
 def _sysctl(netns: str, settings: dict[str, str]) -> None:
     script = "\n".join(f"echo {v} > /proc/sys/{k.replace('.', '/')}" for k, v in settings.items())
-    _run([_find_binary("ip"), "netns", "exec", netns, "sh", "-ec", script])
+    _run([find_binary("ip"), "netns", "exec", netns, "sh", "-ec", script])
 
 
 def netns_exists(name: str) -> bool:
@@ -173,7 +173,7 @@ class Underlay:
         for ns in namespaces:
             if ns.startswith(self.prefix + "-") and netns_exists(ns):
                 try:
-                    _run([_find_binary("ip"), "netns", "del", ns])
+                    _run([find_binary("ip"), "netns", "del", ns])
                 except WanError as exc:
                     errors.append(str(exc))
         return errors
@@ -204,7 +204,7 @@ class Underlay:
         ip_batch([f"link set {site} up"], netns=self.wan_netns)
 
     def is_cut(self, site: str) -> bool:
-        out = _run([_find_binary("ip"), "-n", self.wan_netns, "-json", "link", "show", site]).stdout
+        out = _run([find_binary("ip"), "-n", self.wan_netns, "-json", "link", "show", site]).stdout
         return "UP" not in json.loads(out)[0].get("flags", [])
 
     # ------------------------------------------------------------ capture
@@ -212,7 +212,7 @@ class Underlay:
         """The command that counts frames on a WAN bridge port (default: the
         first site's, which every frame between it and the others passes)."""
         iface = interface or self.plans[0].name
-        return [_find_binary("ip"), "netns", "exec", self.wan_netns, sys.executable, "-c", capture_script(),
+        return [find_binary("ip"), "netns", "exec", self.wan_netns, sys.executable, "-c", capture_script(),
                 iface, f"{seconds:g}"]
 
     def capture(self, seconds: float, interface: str | None = None) -> dict[str, int]:

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from netpeer_dev.daemons import _cmdline, _find_binary, alive
+from netpeer_dev.proc import alive, cmdline, find_binary
 
 __all__ = [
     "WireGuardError", "WireGuard", "Peer", "PeerState", "generate_private_key", "x25519_public",
@@ -236,7 +236,7 @@ class WireGuard:
             self._proc.poll()   # reap it if it died
         if pid <= 0 or not alive(pid):
             return None
-        cmd = _cmdline(pid)
+        cmd = cmdline(pid)
         if not cmd or not cmd[0].endswith("wireguard-go") or self.interface not in cmd:
             return None
         return pid
@@ -256,7 +256,7 @@ class WireGuard:
             env = dict(os.environ, LOG_LEVEL=os.environ.get("NETPEER_WG_LOG_LEVEL", "error"),
                        WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD="1")
             with open(self.log_file, "a") as log:
-                self._proc = subprocess.Popen([_find_binary("ip"), "netns", "exec", self.netns, binary, "-f",
+                self._proc = subprocess.Popen([find_binary("ip"), "netns", "exec", self.netns, binary, "-f",
                                                self.interface], stdin=subprocess.DEVNULL, stdout=log,
                                               stderr=subprocess.STDOUT, env=env, start_new_session=True)
             self.pidfile.write_text(f"{self._proc.pid}\n")
@@ -268,7 +268,7 @@ class WireGuard:
                 if time.monotonic() > deadline:
                     raise WireGuardError(f"wireguard-go for {self.interface} made no UAPI socket at {sock}")
                 time.sleep(0.01)
-        subprocess.run([_find_binary("ip"), "-n", self.netns, "link", "set", self.interface, "mtu", str(MTU), "up"],
+        subprocess.run([find_binary("ip"), "-n", self.netns, "link", "set", self.interface, "mtu", str(MTU), "up"],
                        check=True, capture_output=True, timeout=30)
 
     def configure(self, peers: Iterable[Peer], listen_port: int = PORT) -> None:

@@ -2,7 +2,7 @@
 
 Every name starts with ``netpeer_``. Components do not import
 prometheus_client: they call the small hooks of ``Metrics`` (or of ``NONE``,
-which does nothing), so the service, the OVN backend and the store stay
+a ``NoMetrics``, which does nothing), so the service, the OVN backend and the store stay
 free of it. Gauges that describe state (peerings by phase, OVN connection,
 watchers) are read at scrape time.
 """
@@ -149,11 +149,32 @@ class _LinkFamilies:
                 self.resyncs)
 
 
-class _Nothing:
-    """Hooks that do nothing (no metrics configured, and in unit tests)."""
+class NoMetrics:
+    """``Metrics``' hooks, doing nothing (no metrics configured, and in unit
+    tests). A real class and not a catch-all, so that a hook misspelled or
+    missing here fails at once instead of measuring nothing; it has every
+    method of ``Metrics`` but ``serve`` (without metrics nothing is served)."""
 
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
+    def rpc(self, method: str, code: str, seconds: float) -> None:
+        pass
+
+    def stream_ended(self, method: str, code: str) -> None:
+        pass
+
+    def write_group(self, size: int, seconds: float) -> None:
+        pass
+
+    def ovn_transaction(self, kind: str, seconds: float) -> None:
+        pass
+
+    def sweep(self, expired: int, repaired: int, errors: int, seconds: float) -> None:
+        pass
+
+    def programmed_peerings(self, count: int) -> None:
+        pass
+
+    def state(self, read: Callable[[], dict]) -> None:
+        pass
 
 
-NONE = _Nothing()
+NONE = NoMetrics()

@@ -31,7 +31,8 @@ from netpeer.ovn.names import NB_SCHEMA
 from netpeer.ovn.plain import PlainReplica
 from netpeer.ovn.plan import ForeignRowConflict, MissingRow
 from netpeer.ovn.ports import InstancePort, InstancePorts
-from netpeer.ovn.rows import ROOT_TABLES, Row
+from netpeer.ovn.row import Row
+from netpeer.ovn.rows import ROOT_TABLES
 
 LOG = logging.getLogger(__name__)
 
@@ -115,17 +116,20 @@ class OvnBackend:
                                "changed, retry")
         return Unavailable(f"OVN northbound database {self.remote} is unreachable; nothing was changed, retry")
 
-    def _read(self, read: Callable[[PlainReplica], object]):
-        """``read(replica)`` on the rows of one moment."""
+    # ------------------------------------------------------------ one read, one write
+    def read(self, read: Callable[[PlainReplica], object]):
+        """``read(replica)`` on the rows of one moment (``Unavailable`` while
+        there is no whole replica)."""
         conn = self._conn
         with conn.lock:
             if not conn.ready:
                 raise self._unavailable()
             return read(conn.replica)
 
-    def _write(self, compute: Callable[[PlainReplica], tuple[list, object]], what: str):
+    def write(self, compute: Callable[[PlainReplica], tuple[list, object]], what: str):
         """Commits the operations ``compute(replica)`` gives (with the result
-        to return) in one NB transaction; nothing when there are none. Every
+        to return) in one NB transaction; nothing when there are none.
+        Returns (that result, the NB's reply or None). Every
         failure comes out as ``Unavailable`` or ``FailedPrecondition``.
 
         A plan made from a replica that had not yet heard of another
@@ -214,13 +218,13 @@ class OvnBackend:
             p = plan.plan_sync(replica, self.owner, wanted, marker, track)
             return list(p.ops), p
 
-        p, reply = self._write(compute, "sync")
+        p, reply = self.write(compute, "sync")
         if reply is not None and p.cfg_op is not None:
             return dataclasses.replace(p.report, cfg=reply[p.cfg_op]["rows"][0]["nb_cfg"])
         return p.report
 
     def _nb_global(self) -> dict:
-        return self._read(lambda replica: next(iter(replica.tables["NB_Global"].values()), {}))
+        return self.read(lambda replica: next(iter(replica.tables["NB_Global"].values()), {}))
 
     def programmed(self) -> int:
         """NB_Global.hv_cfg: the configuration every chassis has applied."""
@@ -237,13 +241,13 @@ class OvnBackend:
     def drifted(self, desired: Desired) -> set[str]:
         """The networks of ``desired`` whose OVN rows differ from it; changes nothing."""
         wanted = self._rows(desired)
-        return self._read(lambda replica: plan.drifted(replica, self.owner, wanted))
+        return self.read(lambda replica: plan.drifted(replica, self.owner, wanted))
 
     def waiting(self, desired: Desired) -> set[tuple[str, str]]:
         """(uid, other site) of the links of ``desired`` whose rows wait for
         ovn-ic's key (``plan.waiting``); changes nothing."""
         wanted = self._rows(desired)
-        return self._read(lambda replica: plan.waiting(replica, self.owner, wanted))
+        return self.read(lambda replica: plan.waiting(replica, self.owner, wanted))
 
     def take_changes(self) -> set[str] | None:
         """The networks whose OVN rows changed since the last call, or None
@@ -253,11 +257,11 @@ class OvnBackend:
     def count_strays(self, keep: Iterable[str]) -> tuple[int, int]:
         """(rows we own that belong to no network of ``keep``, rows we own)."""
         keep_ = frozenset(keep)
-        return self._read(lambda replica: (len(owned.strays(replica, self.owner, keep_)),
+        return self.read(lambda replica: (len(owned.strays(replica, self.owner, keep_)),
                                            owned.count_owned(replica, self.owner)))
 
     def count_owned(self) -> int:
-        return self._read(lambda replica: owned.count_owned(replica, self.owner))
+        return self.read(lambda replica: owned.count_owned(replica, self.owner))
 
     def remove_strays(self, keep: Iterable[str]) -> SyncReport:
         keep_ = frozenset(keep)
@@ -266,7 +270,7 @@ class OvnBackend:
             found = owned.strays(replica, self.owner, keep_)
             return owned.removal(found), SyncReport(deleted=len(found))
 
-        return self._write(compute, "stray removal")[0]
+        return self.write(compute, "stray removal")[0]
 
     def read_stamp(self) -> Stamp | None:
         if not self._conn.ready:   # the replica is still arriving: the marker alone
@@ -283,17 +287,17 @@ class OvnBackend:
                     return stamp
             return None
 
-        return self._read(read)
+        return self.read(read)
 
     def read_back(self) -> list:
         """The networks and Bound pairs our rows describe (``--adopt-ovn``)."""
         from netpeer.ovn.adopt import read_back
-        return self._read(lambda replica: read_back(replica, self.owner))
+        return self.read(lambda replica: read_back(replica, self.owner))
 
     # ------------------------------------------------------------ inspection
     def owned_rows(self) -> dict[str, list[dict]]:
         """Our rows by table (for status and tests): their external_ids."""
-        return self._read(lambda replica: owned.owned_ids(replica, self.owner))
+        return self.read(lambda replica: owned.owned_ids(replica, self.owner))
 
     def close(self) -> None:
         self._conn.close()

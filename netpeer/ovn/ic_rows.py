@@ -53,7 +53,7 @@ from netpeer.core.dataplane import NetworkState, RemotePeer
 from netpeer.core.models import Network
 from netpeer.core.validate import TRANSIT_IPV6
 from netpeer.ovn import names
-from netpeer.ovn.rows import After, Parent, Row
+from netpeer.ovn.row import After, Parent, Row
 
 ROUTER_OPTIONS = {"dynamic_neigh_routers": "true"}
 TUNNEL_KEY = "requested-tnl-key"   # the option ovn-ic sets on a transit switch port: its key across sites

@@ -7,7 +7,7 @@ changes. Pure: nothing is read but the replica, nothing is written. Only
 rows tagged as ours are changed or deleted (``netpeer.ovn.owned``), a row of
 someone else's on one of our names stops the network (``ForeignRowConflict``),
 a child that lost its ``netpeer:id`` is deleted and made again, and a row
-whose ``after`` is not met yet (``rows.After``) waits: not inserted, not drift.
+whose ``after`` is not met yet (``row.After``) waits: not inserted, not drift.
 
 New rows are inserted with a named uuid and hung under an existing parent by
 one ``mutate`` per parent and column; under a parent made in the same
@@ -26,7 +26,8 @@ from netpeer.core.dataplane import SyncReport
 from netpeer.ovn import names, owned, rows
 from netpeer.ovn.ic_rows import Keys, Ref
 from netpeer.ovn.plain import PlainReplica
-from netpeer.ovn.rows import CHILD_COLUMNS, Row
+from netpeer.ovn.row import Row
+from netpeer.ovn.rows import CHILD_COLUMNS
 
 
 class ForeignRowConflict(Exception):
@@ -195,7 +196,7 @@ class _Planner:
 
     @staticmethod
     def held_back(want: Row, present: Mapping[str, _Found]) -> bool:
-        """``want`` is not in OVN and waits for its ``after`` (``rows.After``)."""
+        """``want`` is not in OVN and waits for its ``after`` (``row.After``)."""
         after = want.after
         if after is None or after.unless in present:
             return False

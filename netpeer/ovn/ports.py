@@ -10,15 +10,12 @@ tags, is still known in this package only.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Iterable
+from typing import Callable, Iterable, Protocol
 
 from netpeer.errors import FailedPrecondition
 from netpeer.ovn import names, owned
 from netpeer.ovn.plain import PlainReplica
 from netpeer.ovn.rows import INSTANCE_KIND
-
-if TYPE_CHECKING:  # pragma: no cover
-    from netpeer.ovn.backend import OvnBackend
 
 INSTANCE = "netpeer:instance"   # the instance's name, on its switch port
 NETNS = "netpeer:netns"         # where the instance lives (the dev tools' network namespace)
@@ -116,15 +113,28 @@ def delete_ops(replica: PlainReplica, owner: str, port_names: set[str]) -> tuple
     return _unhang(replica, uuids), len(uuids)
 
 
+class Northbound(Protocol):
+    """What instance ports need of the NB connection (``netpeer.ovn.backend.OvnBackend``)."""
+
+    owner: str
+
+    def read(self, read: Callable[[PlainReplica], object]):
+        """``read(replica)`` on the rows of one moment."""
+
+    def write(self, compute: Callable[[PlainReplica], tuple[list, object]], what: str):
+        """Commits the operations ``compute(replica)`` gives in one NB
+        transaction; (the result ``compute`` gave, the reply)."""
+
+
 class InstancePorts:
     """The instance ports of one backend's owner; each call is one NB transaction."""
 
-    def __init__(self, backend: "OvnBackend"):
+    def __init__(self, backend: Northbound):
         self._backend = backend
 
     def list(self) -> list[InstancePort]:
         owner = self._backend.owner
-        return self._backend._read(lambda replica: list_ports(replica, owner))
+        return self._backend.read(lambda replica: list_ports(replica, owner))
 
     def put(self, port: InstancePort, replace: str | None = None) -> InstancePort:
         """Creates or updates ``port`` (idempotent); removes our port named
@@ -135,7 +145,7 @@ class InstancePorts:
         """Several ``put`` in one NB transaction (on OVN 23.03 each NB
         transaction that adds ports costs a full ovn-northd recompute)."""
         owner, items = self._backend.owner, list(items)
-        self._backend._write(lambda replica: (put_ops(replica, owner, items), None), "instance port write")
+        self._backend.write(lambda replica: (put_ops(replica, owner, items), None), "instance port write")
         return [port for port, _ in items]
 
     def delete(self, port_names: Iterable[str]) -> int:
@@ -143,4 +153,4 @@ class InstancePorts:
         owner, wanted = self._backend.owner, set(port_names)
         if not wanted:
             return 0
-        return self._backend._write(lambda replica: delete_ops(replica, owner, wanted), "instance port delete")[0]
+        return self._backend.write(lambda replica: delete_ops(replica, owner, wanted), "instance port delete")[0]

@@ -32,6 +32,7 @@ from netpeer.core.dataplane import NetworkState, Stamp
 from netpeer.core.models import Network
 from netpeer.core.validate import gateway
 from netpeer.ovn import names
+from netpeer.ovn.row import Parent, Row
 
 # Kinds of rows a sync manages (``netpeer:kind``). Rows of other kinds (the
 # dev tools' instance ports) live on our switches but are left alone until
@@ -57,46 +58,6 @@ PRIO_ALLOW_IN = 2000   # from a peer port, from that peer's prefixes, to ours (o
 PRIO_DROP_IN = 1990    # anything else arriving on a peer port (one row per network)
 PRIO_ALLOW_OUT = 1980  # to a peer's prefixes, from ours (one row per network)
 PRIO_DROP_OUT = 1970   # to a peer's prefixes from any other source (spoofed; one row per network)
-
-
-@dataclasses.dataclass(frozen=True)
-class Parent:
-    """Where a child row hangs: ``table`` row named ``name``, in ``column``."""
-
-    table: str
-    name: str
-    column: str
-
-
-@dataclasses.dataclass(frozen=True)
-class After:
-    """A row that waits to be inserted until another of the network's rows,
-    ``ident``, holds ``key`` in its map ``column``, written there by someone
-    else (``ovn-ic``'s tunnel key on a transit switch port,
-    ``netpeer.ovn.ic_rows``); or until the row ``unless`` exists, so that
-    what is already there is never taken away for a key that went. A row
-    already in OVN is compared and repaired as any other."""
-
-    ident: str
-    column: str
-    key: str
-    unless: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """One desired OVN NB row. ``ident`` is unique within an owner and is
-    stored in ``external_ids`` (``netpeer:id``); the backend finds, compares
-    and repairs rows by it. ``columns`` excludes ``external_ids``;
-    ``after``, when set, holds the row back until it is met."""
-
-    table: str
-    ident: str
-    kind: str
-    columns: Mapping[str, object]
-    external_ids: Mapping[str, str]
-    parent: Parent | None = None
-    after: After | None = None
 
 
 @dataclasses.dataclass(frozen=True)

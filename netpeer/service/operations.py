@@ -20,17 +20,19 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from netpeer.core import consent, validate
 from netpeer.core.dataplane import Dataplane
-from netpeer.core.models import (Caller, Event, Network, NetworkKey, Peering, PeeringKey, Phase, Quotas, Reason,
+from netpeer.core.models import (Caller, Event, Network, NetworkKey, Peering, PeeringKey, Phase, Reason,
                                  DEFAULT_TTL, utcnow)
 from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
 from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, OutOfRange,
                             PermissionDenied)
 from netpeer.service import batch, effects, quotas, slots
 from netpeer import __version__
+from netpeer.observe.metrics import NONE, Metrics, NoMetrics
 from netpeer.service.budget import Budgets
 from netpeer.service.leader import Leadership, Solo
 from netpeer.service.programming import Programmer
 from netpeer.service.reconciler import Reconciler, SweepReport, SweepStatus
+from netpeer.service.settings import Settings
 from netpeer.service.sites import SiteLinks
 from netpeer.service.tokens import Tokens
 from netpeer.service.writes import WriteQueue
@@ -88,29 +90,35 @@ def sweep_status_from_json(text: str) -> SweepStatus:
 
 
 class Service:
-    def __init__(self, store: Store, dataplane_: Dataplane, owner: str = "netpeer",
-                 clock: Callable[[], datetime] = utcnow, max_group: int = 64, quotas: Quotas = Quotas()):
+    def __init__(self, store: Store, dataplane_: Dataplane, settings: Settings = Settings(), *,
+                 clock: Callable[[], datetime] = utcnow, max_group: int = 64, metrics: NoMetrics | Metrics = NONE,
+                 leadership: Leadership | None = None):
+        """``metrics``: the hooks its parts call (``netpeer.observe.metrics``);
+        ``leadership``: which replica sweeps (``netpeer.service.leader``; by
+        default this one, alone on its store)."""
         self.store = store
-        self.quotas = quotas
+        self.settings = settings
+        self.quotas = settings.quotas
         self.dataplane = dataplane_
-        self.owner = owner
+        self.owner = settings.owner
         self.clock = clock
         self.tokens = Tokens(store, lambda: self.clock())
         #: Per-token budgets of answers that keep nothing (``[limits]``).
-        self.budgets = Budgets()
+        self.budgets = Budgets(settings.limits)
         self._turn = threading.local()
-        self.writes = WriteQueue(store, dataplane_, max_group)
-        self.reconciler = Reconciler(store, dataplane_, self.writes, lambda: self.clock())
-        self.programmer = Programmer(store, dataplane_, self.writes, lambda: self.clock())
+        self.writes = WriteQueue(store, dataplane_, max_group, metrics=metrics)
+        self.reconciler = Reconciler(store, dataplane_, self.writes, lambda: self.clock(), settings, metrics=metrics)
+        self.programmer = Programmer(store, dataplane_, self.writes, lambda: self.clock(), metrics=metrics)
         self.reconciler.on_sweep = self.record_sweeps
         #: Which replica sweeps (netpeer.service.leader); one process alone always does.
-        self.leadership: Leadership = Solo()
+        self.leadership: Leadership = leadership or Solo()
         self.link_sites("", {})
 
     def link_sites(self, here: str, sites: dict[str, int], transport=None, interval: float = 5.0) -> SiteLinks:
         """Makes this service site ``here``, linked to ``sites`` (name -> how
         many of its networks each link has room for) through ``transport``."""
-        self.sites = SiteLinks(self, here, sites, transport, interval, lambda: self.clock())
+        self.sites = SiteLinks(self, here, sites, transport, interval, lambda: self.clock(),
+                               verify_interval=self.settings.full_sweep_interval.total_seconds())
         self.reconciler.sites = self.sites
         self.writes.before_commit = self.sites.refresh
         self.writes.on_sites_changed = self.sites.poke

@@ -20,7 +20,7 @@ from typing import Callable
 
 from netpeer.core.dataplane import Dataplane
 from netpeer.errors import Unavailable
-from netpeer.observe.metrics import NONE
+from netpeer.observe.metrics import NONE, Metrics, NoMetrics
 from netpeer.store.base import Store, Transaction
 from netpeer.service.writes import WriteQueue
 
@@ -32,13 +32,14 @@ class Programmer:
     #: Peerings stamped per write.
     BATCH = 500
 
-    def __init__(self, store: Store, dataplane: Dataplane, writes: WriteQueue, clock: Callable[[], datetime]):
+    def __init__(self, store: Store, dataplane: Dataplane, writes: WriteQueue, clock: Callable[[], datetime],
+                 metrics: NoMetrics | Metrics = NONE):
         self.store = store
         self.dataplane = dataplane
         self.writes = writes
         self.clock = clock
         self.level = -1   # the last acknowledged sequence seen
-        self.metrics = NONE
+        self.metrics = metrics
         # Whether peerings wait for the chassis (then the acknowledgement is
         # sampled every ``interval``), and whether a commit asked for a look.
         self._waiting = True

@@ -25,9 +25,10 @@ from typing import Callable, Iterable
 
 from netpeer.core.consent import ONE_SITE
 from netpeer.core.dataplane import Dataplane
-from netpeer.observe.metrics import NONE
+from netpeer.observe.metrics import NONE, Metrics, NoMetrics
 from netpeer.store.base import Store, Transaction
 from netpeer.service import effects, slots
+from netpeer.service.settings import Settings
 from netpeer.service.writes import WriteQueue, desired_states, mark_pairs
 
 LOG = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class SweepStatus:
 
 class Reconciler:
     def __init__(self, store: Store, dataplane: Dataplane, writes: WriteQueue,
-                 clock: Callable[[], datetime]):
+                 clock: Callable[[], datetime], settings: Settings = Settings(), metrics: NoMetrics | Metrics = NONE):
         self.store = store
         self.dataplane = dataplane
         self.writes = writes
@@ -67,19 +68,19 @@ class Reconciler:
         self._blocked = ""
         #: A sweep that would delete more than this share of our dataplane
         #: rows (and at least MIN_GUARDED of them) stops and reports instead.
-        self.max_delete_share = 0.25
+        self.max_delete_share = settings.repair_max_delete_share
         #: Set after --accept-rollback: the next stray removal may be large.
         self.allow_mass_delete_once = False
-        self.metrics = NONE
+        self.metrics = metrics
         #: The sites consent asks about (``netpeer.service.sites.SiteLinks``).
         self.sites = ONE_SITE
         #: A network's slot on a site link is released this long after its
         #: last half towards that site went (``netpeer.service.slots``).
-        self.attachment_grace = timedelta(seconds=60)
+        self.attachment_grace = settings.attachment_grace
         #: The slow full pass: every network is compared once per this many
         #: seconds, a slice per sweep (``_to_check``); and the sweep interval
         #: (set by ``run``) that sizes the slices.
-        self.full_pass = 3600.0
+        self.full_pass = settings.full_sweep_interval.total_seconds()
         self.interval = 30.0
         #: Networks to look at again next sweep; the networks left in this
         #: round of the slow pass (popped from the end); whether the last

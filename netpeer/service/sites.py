@@ -120,7 +120,7 @@ class SiteLinks:
     link has room for. Exchanges run on one thread per link (``run``)."""
 
     def __init__(self, service, here: str, sites: Mapping[str, int], transport: Transport | None = None,
-                 interval: float = 5.0, clock: Callable[[], datetime] = utcnow):
+                 interval: float = 5.0, clock: Callable[[], datetime] = utcnow, verify_interval: float = 3600.0):
         self.service = service
         self.here = here
         self.capacity = dict(sites)
@@ -128,7 +128,7 @@ class SiteLinks:
         self.interval = interval
         self.clock = clock
         #: How often each link's outbox is checked against the whole side (s).
-        self.verify_interval = 3600.0
+        self.verify_interval = verify_interval
         self._lock = threading.Lock()
         self._status = {s: LinkStatus(s, capacity=n) for s, n in sites.items()}
         #: (network uid, site) -> when (time.monotonic()) the sweep released its slot.

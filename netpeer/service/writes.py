@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 from netpeer.core.dataplane import WAITS_FOR_DATAPLANE, Dataplane, NetworkState, RemotePeer, Stamp
 from netpeer.errors import Unavailable
-from netpeer.observe.metrics import NONE
+from netpeer.observe.metrics import NONE, Metrics, NoMetrics
 from netpeer.core.models import NetworkKey, PeeringKey
 from netpeer.store.base import Store, Transaction
 
@@ -100,7 +100,8 @@ class WriteQueue:
     gets the outcome it would have had.
     """
 
-    def __init__(self, store: Store, dataplane: Dataplane, max_group: int = 64):
+    def __init__(self, store: Store, dataplane: Dataplane, max_group: int = 64,
+                 metrics: NoMetrics | Metrics = NONE):
         self.store = store
         self.dataplane = dataplane
         self.max_group = max_group
@@ -120,7 +121,7 @@ class WriteQueue:
         self.before_commit: Callable[[Transaction], set[str]] = lambda tx: set()
         #: Called after a commit with those sites; must not block.
         self.on_sites_changed: Callable[[set[str]], None] = lambda sites: None
-        self.metrics = NONE
+        self.metrics = metrics
 
     def hold(self, reason: str) -> None:
         """Refuses writes (UNAVAILABLE, with ``reason``) until ``release``."""

@@ -1,5 +1,5 @@
-"""The PostgreSQL store's transaction: the SQLite store's transaction
-(``netpeer.store.sqlite``, with the cross-site mirror of
+"""The PostgreSQL store's transaction: the SQL stores' transaction
+(``netpeer.store.sql``, with the cross-site mirror of
 ``netpeer.store.sites_sql``) run on PostgreSQL. Its statements are shared:
 ``_q`` turns their ``?`` placeholders into psycopg's ``%s``; only the
 statements whose dialects differ (upserts, the token decoy, savepoints, the
@@ -15,7 +15,8 @@ from typing import Iterator
 import psycopg
 
 from netpeer.errors import Unavailable
-from netpeer.store.sqlite import _NET_COLS, _PEER_COLS, _TOKEN_COLS, _SqliteTx, _us
+from netpeer.store.codec import NET_COLS, PEER_COLS, TOKEN_COLS, us
+from netpeer.store.sql import SqlTx
 
 _DECOY = ("'decoy', '" + "0" * 64 + "', '[\"decoy-namespace\"]', 0, '', 0::bigint, NULL::bigint")
 
@@ -32,12 +33,14 @@ def placeholders(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-class PgTx(_SqliteTx):
-    _PUT_NETWORK = _upsert("networks", _NET_COLS, ("namespace", "name"))
-    _PUT_PEERING = _upsert("peerings", _PEER_COLS, ("namespace", "network", "name"))
-    _PUT_TOKEN = _upsert("tokens", _TOKEN_COLS, ("token_id",))
+class PgTx(SqlTx):
+    """The SQL stores' transaction in PostgreSQL's words."""
+
+    _PUT_NETWORK = _upsert("networks", NET_COLS, ("namespace", "name"))
+    _PUT_PEERING = _upsert("peerings", PEER_COLS, ("namespace", "network", "name"))
+    _PUT_TOKEN = _upsert("tokens", TOKEN_COLS, ("token_id",))
     # An unknown id reads (and parses) a decoy row instead of nothing.
-    _GET_TOKEN = (f"SELECT * FROM (SELECT {_TOKEN_COLS}, 1 AS found FROM tokens WHERE token_id=? "
+    _GET_TOKEN = (f"SELECT * FROM (SELECT {TOKEN_COLS}, 1 AS found FROM tokens WHERE token_id=? "
                   f"UNION ALL SELECT {_DECOY}, 0) t ORDER BY found DESC LIMIT 1")
 
     def __init__(self, db: psycopg.Connection, where: str):
@@ -84,4 +87,4 @@ class PgTx(_SqliteTx):
         head = self._sequence()
         self._q("INSERT INTO meta VALUES ('events_head', ?) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                 (str(head),))
-        return self._q("DELETE FROM events WHERE time < ? AND revision <= ?", (_us(older_than), head - keep)).rowcount
+        return self._q("DELETE FROM events WHERE time < ? AND revision <= ?", (us(older_than), head - keep)).rowcount

@@ -33,7 +33,7 @@ import psycopg
 
 from netpeer.errors import FailedPrecondition, InvalidArgument, Unavailable
 from netpeer.store import migrations
-from netpeer.store.base import Store, Transaction
+from netpeer.store.interface import Store, Transaction
 from netpeer.store.pg_tx import PgTx
 from netpeer.store.pool import Pool
 

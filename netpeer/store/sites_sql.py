@@ -28,23 +28,16 @@ statement with ``?`` placeholders and returning a cursor.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Iterable
 
 from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Reason
 from netpeer.core.sides import Digest, ItemKey, LinkState, ToldHalf, ToldNetwork
+from netpeer.store.codec import dt, us
 
 _RNET_COLS = "site, namespace, name, uid, prefixes, attachment"
 _RHALF_COLS = ("site, namespace, network, name, remote_namespace, remote_network, network_uid, remote_uid, "
                "create_time, phase, conflicts, ready")
-
-
-def _dt(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=timezone.utc)
-
-
-def _us(t: datetime) -> int:
-    return int(t.timestamp() * 1_000_000)
 
 
 def remote_network(row) -> Network:
@@ -55,8 +48,8 @@ def remote_half(row) -> Peering:
     """A half of another site as this site holds it: its network is there,
     its remote network here (``remote_site`` "")."""
     return Peering(namespace=row[1], network=row[2], name=row[3], remote_namespace=row[4], remote_network=row[5],
-                   network_uid=row[6], remote_uid=row[7] or None, ttl=timedelta(0), create_time=_dt(row[8]),
-                   last_phase_transition_time=_dt(row[8]), phase=Phase(row[9]), reason=Reason.AWAITING_REMOTE,
+                   network_uid=row[6], remote_uid=row[7] or None, ttl=timedelta(0), create_time=dt(row[8]),
+                   last_phase_transition_time=dt(row[8]), phase=Phase(row[9]), reason=Reason.AWAITING_REMOTE,
                    conflicts=tuple(json.loads(row[10])), ready=bool(row[11]), site=row[0])
 
 
@@ -256,14 +249,14 @@ class SiteMirrorSql:
             return None
         return LinkState(r[0], r[1], r[2], r[3], Digest(r[4], int(r[5], 16)), r[6], r[7], r[8], r[9],
                          Digest(r[10], int(r[11], 16)), r[12], bool(r[13]),
-                         _dt(r[14]) if r[14] is not None else None, r[15])
+                         dt(r[14]) if r[14] is not None else None, r[15])
 
     def put_link(self, link: LinkState) -> None:
         self._q("DELETE FROM site_links WHERE site=?", (link.site,))
         self._q(f"INSERT INTO site_links ({_LINK_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (link.site, link.stream, link.head, link.horizon, link.out.count, link.out.hex(), link.peer_stream,
                  link.peer_ack, link.in_stream, link.in_seq, link.mirror.count, link.mirror.hex(),
-                 link.resyncs_received, int(link.reachable), _us(link.last_ok) if link.last_ok else None,
+                 link.resyncs_received, int(link.reachable), us(link.last_ok) if link.last_ok else None,
                  link.last_error))
 
     def links(self) -> list[LinkState]:
@@ -301,19 +294,19 @@ class SiteMirrorSql:
         else:
             self._q(f"INSERT INTO remote_halves ({_RHALF_COLS}, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (site, item.namespace, item.network, item.name, item.remote_namespace, item.remote_network,
-                     item.network_uid, item.remote_uid, _us(item.create_time), item.phase.value,
+                     item.network_uid, item.remote_uid, us(item.create_time), item.phase.value,
                      json.dumps(list(item.conflicts)), int(item.ready), _hex(h)))
 
     def attachment_unused(self, network_uid: str, site: str, since: datetime) -> None:
         """Notes that the network has had no half towards ``site`` since
         ``since`` (kept if noted already; ``attach`` clears it)."""
         self._q("UPDATE attachments SET unused_since=? WHERE network_uid=? AND site=? AND unused_since IS NULL",
-                (_us(since), network_uid, site))
+                (us(since), network_uid, site))
 
     def idle_attachments(self) -> list[tuple[str, str, datetime | None]]:
         """(network uid, site, unused since or None if not noted yet) of the
         attachments whose network has no half towards their site."""
-        return [(r[0], r[1], _dt(r[2]) if r[2] is not None else None) for r in self._q(
+        return [(r[0], r[1], dt(r[2]) if r[2] is not None else None) for r in self._q(
             "SELECT a.network_uid, a.site, a.unused_since FROM attachments a WHERE NOT EXISTS "
             "(SELECT 1 FROM peerings p WHERE p.network_uid = a.network_uid AND p.remote_site = a.site "
             "AND p.remote_site != '') "

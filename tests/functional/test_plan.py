@@ -27,6 +27,7 @@ from netpeer.ovn.backend import OvnBackend
 from netpeer.ovn.ic_rows import Keys
 from netpeer.ovn.plan import ForeignRowConflict, drifted, plan_sync
 from netpeer.ovn.plan import waiting as plan_waiting
+from netpeer.ovn.row import Parent, Row
 from tests.functional.nbfeed import Feed
 
 OWNER = "netpeer"
@@ -265,10 +266,10 @@ def test_pairs_another_daemon_adds_to_a_shared_map_are_kept(nb):
     settle(ovn, backend, feed)
     net = network(9)
     tags = {names.OWNER: OWNER, names.KIND: "transit-port", names.NETWORK: net.uid, names.ID: "ts-lsp/x"}
-    want = rows.Row("Logical_Switch_Port", "ts-lsp/x", "transit-port",
-                    {"name": "np-tsp-x", "type": "router", "addresses": ["router"],
-                     "options": Keys({"router-port": "np-tsr-x"})},
-                    tags, rows.Parent("Logical_Switch", "np-ts-a-b", "ports"))
+    want = Row("Logical_Switch_Port", "ts-lsp/x", "transit-port",
+               {"name": "np-tsp-x", "type": "router", "addresses": ["router"],
+                "options": Keys({"router-port": "np-tsr-x"})},
+               tags, Parent("Logical_Switch", "np-ts-a-b", "ports"))
     desired = {net.uid: [want]}
     feed.transact(list(plan_sync(feed.replica, OWNER, desired).ops))
     ovn.nbctl("set", "Logical_Switch_Port", "np-tsp-x", "options:requested-tnl-key=7")

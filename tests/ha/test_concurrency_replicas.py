@@ -57,8 +57,8 @@ class _Shared:
 
 def _recording(shared: _Shared):
     class SharedRecording(RecordingService):
-        def __init__(self, store, backend, owner: str = "netpeer"):
-            super().__init__(store, backend, owner=owner)
+        def __init__(self, store, backend, *args, **kwargs):
+            super().__init__(store, backend, *args, **kwargs)
             self.entries, self.prelock, self._record_lock = shared.entries, shared.prelock, shared.lock
             self._clock_lock = shared.clock_lock
 

@@ -21,7 +21,7 @@ from netpeer.ovn.backend import RECONNECT_BACKOFF_MS, STAMP_FIRST_S, OvnBackend
 from netpeer.ovn.connection import Connection
 from netpeer.service.epoch import EpochMismatch
 from netpeer_dev.daemons import OvnDaemons
-from tests.support import ADMIN_TOKEN, netpeerd_config, start_netpeerd
+from tests.support import ADMIN_TOKEN, netpeerd_config, start_netpeerd, wait_until
 
 
 def seed(ovn, directory):
@@ -40,14 +40,13 @@ def seed(ovn, directory):
 
 def create_once_writes_go(client: Client, name: str, subnet: str, within: float) -> None:
     """Creates team-a's network ``name``, retrying while writes are held (at most ``within`` s)."""
-    deadline = time.monotonic() + within
-    while True:
+    def created() -> bool:
         try:
             client.create_network("team-a", name, [subnet])
-            return
+            return True
         except errors.Unavailable:
-            assert time.monotonic() < deadline, f"writes were still held {within:.0f} s later"
-            time.sleep(0.1)
+            return False
+    wait_until(created, within, f"writes were still held {within:.0f} s later", step=0.1)
 
 
 @pytest.fixture
@@ -124,11 +123,9 @@ def test_reads_are_answered_before_the_replica_arrives_and_writes_wait_for_it(ov
                 c.create_network("team-a", "net-c", ["10.3.0.0/24"])
             replica_may_come.set()
             create_once_writes_go(c, "net-c", "10.3.0.0/24", 30)
-            deadline = time.monotonic() + 30
             assert sorted(n["name"] for n in c.list_networks("team-a")) == ["net-a", "net-c"]
-        while daemon.service.reconciler.status.sweeps == 0:   # the first sweep: OVN matches the store
-            assert time.monotonic() < deadline, "netpeerd's first sweep did not complete"
-            time.sleep(0.05)
+        # the first sweep: OVN matches the store
+        wait_until(lambda: daemon.service.reconciler.status.sweeps, 30, "netpeerd's first sweep did not complete")
         assert daemon.service.reconciler.status.totals.repaired_rows == 0
         assert daemon.service.reconciler.status.totals.errors == 0
     finally:

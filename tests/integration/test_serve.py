@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from datetime import timedelta
 
 import grpc
@@ -18,7 +17,7 @@ from netpeer.api.client import Client
 from netpeer.config import Config
 from netpeer.core.models import WatchLimits
 from netpeer.daemon import Daemon
-from tests.support import ADMIN_TOKEN, make_pki
+from tests.support import ADMIN_TOKEN, make_pki, wait_until
 
 
 def free_port() -> int:
@@ -80,13 +79,10 @@ def test_health_and_reflection(ovn, state_dir):
         with grpc.insecure_channel(f"unix://{sock}") as ch:
             health = health_pb2_grpc.HealthStub(ch)
             for service in ("", "netpeer.v1.NetworkService"):
-                deadline = time.monotonic() + 20   # ready once the start-up sweep completed
-                while True:
-                    r = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
-                    if r.status == health_pb2.HealthCheckResponse.SERVING or time.monotonic() > deadline:
-                        break
-                    time.sleep(0.1)
-                assert r.status == health_pb2.HealthCheckResponse.SERVING
+                # ready once the start-up sweep completed
+                wait_until(lambda: health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+                           == health_pb2.HealthCheckResponse.SERVING, 20, f"health of {service!r} never SERVING",
+                           step=0.1)
             refl = reflection_pb2_grpc.ServerReflectionStub(ch)
             responses = refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
                                                   timeout=5)

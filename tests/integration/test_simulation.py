@@ -12,14 +12,13 @@ import dataclasses
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from netpeer.config import Config, SiteLink
 from netpeer_dev.simulated import ADMIN_TOKEN, SimulatedRegion
-from tests.support import short_tmpdir
+from tests.support import short_tmpdir, wait_until
 
 
 @pytest.fixture
@@ -34,16 +33,6 @@ def two_sites():
             region.stop()
         finally:
             region.remove()
-
-
-def wait_for(fn, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def phase(client, ns, net, name) -> str:
@@ -65,8 +54,8 @@ def test_two_simulated_sites_bind_over_grpc_and_say_they_are_a_simulation(two_si
         first = east.create_peering("team-a", "net-a", "to-b", "net-b", "team-b", remote_site="west")
         assert (first["phase"], first["reason"]) == ("Pending", "AwaitingRemote")
         west.create_peering("team-b", "net-b", "to-a", "net-a", "team-a", remote_site="east")
-        wait_for(lambda: phase(east, "team-a", "net-a", "to-b") == "Bound", "east's half to bind")
-        wait_for(lambda: phase(west, "team-b", "net-b", "to-a") == "Bound", "west's half to bind")
+        wait_until(lambda: phase(east, "team-a", "net-a", "to-b") == "Bound", 20, "east's half to bind")
+        wait_until(lambda: phase(west, "team-b", "net-b", "to-a") == "Bound", 20, "west's half to bind")
         peered = east.get_network("team-a", "net-a")["peered_networks"]
         assert [(p["site"], p["namespace"], p["name"], p["prefixes"]) for p in peered] == \
             [("west", "team-b", "net-b", ["10.2.0.0/24"])]
@@ -81,8 +70,8 @@ def test_two_simulated_sites_bind_over_grpc_and_say_they_are_a_simulation(two_si
 
         # A withdrawal crosses the link too.
         east.delete_peering("team-a", "net-a", "to-b")
-        wait_for(lambda: west.get_peering("team-b", "net-b", "to-a")["reason"] == "RemoteWithdrawn",
-                 "west to see the withdrawal")
+        wait_until(lambda: west.get_peering("team-b", "net-b", "to-a")["reason"] == "RemoteWithdrawn", 20,
+                   "west to see the withdrawal")
     finally:
         east.close()
         west.close()
@@ -103,8 +92,8 @@ def test_a_restarted_simulated_site_holds_what_its_store_implies(two_sites):
             west.create_peering("team-b", f"n{i}", "p", f"n{i}", "team-a", remote_site="east")
         east.create_peering("team-a", "n0", "local", "n1", "team-a")
         east.create_peering("team-a", "n1", "local", "n0", "team-a")
-        wait_for(lambda: all(east.get_peering("team-a", f"n{i}", "p")["dataplane"] == "Programmed"
-                             for i in range(3)), "east's pairs to be programmed")
+        wait_until(lambda: all(east.get_peering("team-a", f"n{i}", "p")["dataplane"] == "Programmed"
+                               for i in range(3)), 20, "east's pairs to be programmed")
     region["east"].process.stop()
     region.start(["east"])
     with region["east"].client() as east:
@@ -114,8 +103,8 @@ def test_a_restarted_simulated_site_holds_what_its_store_implies(two_sites):
             assert east.get_peering("team-a", f"n{i}", "p")["phase"] == "Bound"
         assert east.get_peering("team-a", "n0", "local")["phase"] == "Bound"
         # (The link's first exchange after the start marks its pairs again: Programmed once applied.)
-        wait_for(lambda: all(east.get_peering("team-a", f"n{i}", "p")["dataplane"] == "Programmed"
-                             for i in range(3)), "east's pairs to be programmed after the restart")
+        wait_until(lambda: all(east.get_peering("team-a", f"n{i}", "p")["dataplane"] == "Programmed"
+                               for i in range(3)), 20, "east's pairs to be programmed after the restart")
 
 
 def _config(root: Path, **changes) -> Path:

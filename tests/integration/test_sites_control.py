@@ -20,7 +20,7 @@ from netpeer import errors
 from netpeer.config import SiteLink
 from netpeer.ovn import names
 from netpeer_dev.daemons import OvnDaemons
-from tests.support import require_ovn, short_tmpdir, start_netpeerd
+from tests.support import require_ovn, short_tmpdir, start_netpeerd, wait_until
 
 SITES = ("east", "west")
 
@@ -115,13 +115,13 @@ def sites(ic_keys):
 
 
 def wait_phase(client, ns, net, name, phase, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        p = client.get_peering(ns, net, name)
-        if p["phase"] == phase:
-            return p
-        assert time.monotonic() < deadline, f"{ns}/{net}/{name} stayed {p['phase']} ({p['reason']}: {p['message']})"
-        time.sleep(0.02)
+    seen = {}
+
+    def reached():
+        seen.update(client.get_peering(ns, net, name))
+        return dict(seen) if seen["phase"] == phase else None
+    return wait_until(reached, timeout,
+                      lambda _: f"{ns}/{net}/{name} stayed {seen['phase']} ({seen['reason']}: {seen['message']})")
 
 
 def rows(netpeerd, table: str) -> list[dict]:
@@ -155,11 +155,10 @@ def test_a_cross_site_pair_binds_over_the_link_and_each_nb_gets_its_side(sites):
     assert west.get_network("team-b", "net-b")["peered_networks"][0]["site"] == "east"
     # Each NB: our transit port on the transit switch, routes to the other side's transit address. The router
     # port and routes follow the switch port's key across sites (ovn-ic's; IcKeys here), in the next sweep.
-    deadline = time.monotonic() + 10
     for s, uid, other in (("east", a["uid"], "west"), ("west", b["uid"], "east")):
-        while names.transit_router_port(uid, other) not in {r["name"] for r in rows(sites[s], "Logical_Router_Port")}:
-            assert time.monotonic() < deadline, f"{s}: the transit router port never came after the key"
-            time.sleep(0.02)
+        port = names.transit_router_port(uid, other)
+        wait_until(lambda: port in {r["name"] for r in rows(sites[s], "Logical_Router_Port")}, 10,
+                   f"{s}: the transit router port never came after the key")
         sites[s].settle()
     ports = {s: {r["name"]: r for r in rows(sites[s], "Logical_Router_Port")} for s in SITES}
     a_port = ports["east"][names.transit_router_port(a["uid"], "west")]
@@ -199,10 +198,8 @@ def test_a_pair_is_programmed_only_once_its_router_port_and_routes_are_in(sites,
         assert port not in {r["name"] for r in rows(sites["east"], "Logical_Router_Port")}
         time.sleep(0.1)
     ic_keys.held.clear()
-    deadline = time.monotonic() + 10
-    while east.get_peering("team-a", "net-a", "to-b")["dataplane"] != "Programmed":
-        assert time.monotonic() < deadline, "the pair never showed Programmed after its rows went in"
-        time.sleep(0.02)
+    wait_until(lambda: east.get_peering("team-a", "net-a", "to-b")["dataplane"] == "Programmed", 10,
+               "the pair never showed Programmed after its rows went in")
     assert port in {r["name"] for r in rows(sites["east"], "Logical_Router_Port")}
     assert any(r["output_port"] == port for r in rows(sites["east"], "Logical_Router_Static_Route"))
 
@@ -229,10 +226,9 @@ def test_withdrawal_reaches_the_other_site_and_removes_its_rows(sites):
 
 def test_status_shows_the_links_and_bad_input_names_the_field(sites):
     east = sites["east"].client()
-    deadline = time.monotonic() + 20   # east's first calls went out before west listened
-    while not (status := east.status())["sites"][0]["reachable"]:
-        assert time.monotonic() < deadline, f"west stayed unreachable: {status['sites'][0]}"
-        time.sleep(0.05)
+    # east's first calls went out before west listened
+    status = wait_until(lambda: (s := east.status())["sites"][0]["reachable"] and s, 20,
+                        lambda _: f"west stayed unreachable: {east.status()['sites'][0]}")
     assert status["site"] == "east" and status["sites"][0]["site"] == "west"
     east.create_network("team-a", "net-a", ["10.1.0.0/24"])
     for site, words in (("north", "is not a site this netpeerd is linked to"), ("east", "is this site")):

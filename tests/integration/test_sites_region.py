@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-import time
 
 import pytest
 
@@ -18,7 +17,7 @@ from netpeer.config import SiteLink
 from netpeer.ovn import names
 from netpeer_dev.daemons import OvnDaemons
 from tests.integration.test_sites_control import IcKeys, rows, wait_phase
-from tests.support import require_ovn, short_tmpdir, start_netpeerd
+from tests.support import require_ovn, short_tmpdir, start_netpeerd, wait_until
 
 NAMES = ("east", "west", "north")
 
@@ -79,16 +78,6 @@ def link_status(netpeerd, site: str) -> dict:
     return next(x for x in netpeerd.client().status()["sites"] if x["site"] == site)
 
 
-def wait(fn, what: str, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def reload_with(netpeerd, root, here: str, others) -> str:
     """Writes ``here``'s configuration with links to ``others`` and reloads it (what SIGHUP does)."""
     config = dataclasses.replace(netpeerd.daemon.config, sites=_links(root, here, others))
@@ -100,7 +89,7 @@ def test_a_site_joins_a_running_region_and_is_retired_again(region):
     root, sites = region
     east, north = sites["east"].client(), sites["north"].client()
     # North is configured with east, east not yet with north: north's link says why, in one line.
-    error = wait(lambda: link_status(sites["north"], "east")["last_error"], "north's link to east to fail")
+    error = wait_until(lambda: link_status(sites["north"], "east")["last_error"], 15, "north's link to east to fail")
     assert "'north' is not linked to site east" in error and "both sides" in error and "\n" not in error
     assert not link_status(sites["north"], "east")["reachable"]
 
@@ -113,7 +102,7 @@ def test_a_site_joins_a_running_region_and_is_retired_again(region):
     pid_before = os.getpid()
     assert reload_with(sites["east"], root, "east", ("west", "north")).endswith("linked north; retired none")
     assert "linked north" in reload_with(sites["west"], root, "west", ("east", "north"))
-    wait(lambda: link_status(sites["north"], "east")["reachable"], "north's link to east to answer")
+    wait_until(lambda: link_status(sites["north"], "east")["reachable"], 15, "north's link to east to answer")
 
     a = east.create_network("team-a", "net-a", ["10.1.1.0/24"])
     c = north.create_network("team-c", "net-c", ["10.3.0.0/24"])
@@ -122,17 +111,18 @@ def test_a_site_joins_a_running_region_and_is_retired_again(region):
     wait_phase(east, "team-a", "net-a", "to-c", "Bound")
     wait_phase(north, "team-c", "net-c", "to-a", "Bound")
     port = names.transit_router_port(a["uid"], "north")
-    wait(lambda: port in {r["name"] for r in rows(sites["east"], "Logical_Router_Port")}, "east's port to north")
+    wait_until(lambda: port in {r["name"] for r in rows(sites["east"], "Logical_Router_Port")}, 15,
+               "east's port to north")
     assert east.get_peering("team-a", "net-0", "p")["phase"] == "Bound" and os.getpid() == pid_before
 
     # East retires north: its pair with north is withdrawn, saying so; its rows for that link go.
     assert reload_with(sites["east"], root, "east", ("west",)).endswith("linked no new site; retired north")
     p = east.get_peering("team-a", "net-a", "to-c")
     assert (p["phase"], p["reason"]) == ("Pending", "SiteRetired") and "north" in p["message"]
-    wait(lambda: port not in {r["name"] for r in rows(sites["east"], "Logical_Router_Port")}
-         and not any(names.transit_switch("east", "north") in str(r) for r in rows(sites["east"],
-                                                                                   "Logical_Switch_Port")
-                     if "netpeer" in str(r["external_ids"])), "east's rows for the link to north to go")
+    wait_until(lambda: port not in {r["name"] for r in rows(sites["east"], "Logical_Router_Port")}
+               and not any(names.transit_switch("east", "north") in str(r)
+                           for r in rows(sites["east"], "Logical_Switch_Port") if "netpeer" in str(r["external_ids"])),
+               15, "east's rows for the link to north to go")
     assert [x["site"] for x in east.status()["sites"]] == ["west"]
     assert east.get_peering("team-a", "net-0", "p")["phase"] == "Bound"     # the other link is untouched
     # A bad reload changes nothing and says why in one line.

@@ -47,7 +47,7 @@ def _ack_before_commit() -> None:
         gate.acquire()
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            yield sqlite._SqliteTx(self._db)
+            yield sqlite.SqliteTx(self._db)
         except BaseException:
             self._db.execute("ROLLBACK")
             gate.release()

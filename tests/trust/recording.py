@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from netpeer.core.models import utcnow
 from netpeer.errors import NetpeerError
-from netpeer.service import Service
+from netpeer.service import Service, Settings
 from tests.support import Netpeerd, start_netpeerd
 
 WRITES = ("create_network", "update_network", "delete_network", "create_peering", "update_peering",
@@ -19,10 +19,10 @@ WRITES = ("create_network", "update_network", "delete_network", "create_peering"
 
 
 class RecordingService(Service):
-    def __init__(self, store, backend, owner: str = "netpeer"):
+    def __init__(self, store, backend, settings: Settings = Settings(), **parts):
         self._clock_lock = threading.Lock()
         self._last = None
-        super().__init__(store, backend, owner=owner, clock=self._tick)
+        super().__init__(store, backend, settings, clock=self._tick, **parts)
         self.entries: list[dict] = []      # writes whose operation ran against the store
         self.prelock: list[dict] = []      # calls refused before reading any state
         self._local = threading.local()

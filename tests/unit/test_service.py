@@ -20,6 +20,7 @@ from netpeer.service import Service
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
 from tests.pgsupport import make_store
+from tests.support import wait_until
 
 ADMIN = Caller("admin", frozenset(), True)
 
@@ -279,7 +280,7 @@ def test_a_sweep_after_a_write_reads_the_networks_it_compares_not_every_network(
     """After a write the next sweep looks for strays, which needs the uid of
     every network of the store: reading every network whole for it cost
     1.3 s per sweep at 10,000 networks. A stray is still found and removed."""
-    import netpeer.store.sqlite as sqlite_store
+    import netpeer.store.sql as sql_store
     store = SqliteStore(tmp_path / "netpeer.db")
     dataplane = MemoryDataplane(track_changes=True)   # reports what changed, as OVN's replica does
     service = Service(store, dataplane, clock=Clock())
@@ -290,8 +291,8 @@ def test_a_sweep_after_a_write_reads_the_networks_it_compares_not_every_network(
     service.sweep()
     a, b, _ = bind(service, "c", "d", "10.99.1.0/24", "10.99.2.0/24")
     read = []
-    real = sqlite_store._network
-    monkeypatch.setattr(sqlite_store, "_network", lambda row: read.append(row[2]) or real(row))
+    real = sql_store.network_from
+    monkeypatch.setattr(sql_store, "network_from", lambda row: read.append(row[2]) or real(row))
     assert service.sweep().repaired_rows == 0
     assert len(set(read)) <= 6, f"the sweep read {len(set(read))} of 82 networks"
     ghost = dataclasses.replace(a, uid="00000000-0000-4000-8000-00000000dead", name="gone")
@@ -364,10 +365,8 @@ def test_the_acknowledgement_is_sampled_only_while_peerings_wait(tmp_path, commi
         assert p.dataplane == "Programming"
         with dataplane._lock:
             dataplane.applied_cfg = dataplane.cfg  # every chassis applied it
-        deadline = time.monotonic() + (0.5 if committed_by == "this process" else 3.5)
-        while service.get_peering(ADMIN, "b", "net-b", "to-a").dataplane != "Programmed":
-            assert time.monotonic() < deadline, "not Programmed in time"
-            time.sleep(0.01)
+        wait_until(lambda: service.get_peering(ADMIN, "b", "net-b", "to-a").dataplane == "Programmed",
+                   0.5 if committed_by == "this process" else 3.5, "not Programmed in time", step=0.01)
     finally:
         stop.set()
         runner.join(5)
@@ -409,5 +408,32 @@ def test_rows_that_waited_are_not_drift_and_their_pairs_wait_for_the_chassis_aga
         dataplane.applied_cfg = dataplane.cfg
         service.programmer.check()
         assert service.get_peering(ADMIN, "a", "net-a", "to-b").dataplane == "Programmed"
+    finally:
+        store.close()
+
+
+def test_the_service_and_its_parts_are_made_from_its_settings(tmp_path):
+    """What netpeerd's configuration tells the service reaches every part
+    that acts on it when the service is made (netpeer.daemon sets nothing
+    on them afterwards)."""
+    from netpeer.core.models import Quotas, TokenLimits
+    from netpeer.observe.metrics import NoMetrics
+    from netpeer.service import Settings
+    from netpeer.service.leader import Solo
+
+    settings = Settings(owner="other", quotas=Quotas(networks_per_namespace=7),
+                        limits=TokenLimits(conflict_disclosures_per_minute=11),
+                        attachment_grace=timedelta(seconds=5), repair_max_delete_share=0.5,
+                        full_sweep_interval=timedelta(minutes=10))
+    metrics, leadership = NoMetrics(), Solo()
+    store = SqliteStore(tmp_path / "netpeer.db")
+    try:
+        service = Service(store, MemoryDataplane(), settings, metrics=metrics, leadership=leadership)
+        assert (service.owner, service.quotas, service.budgets.limits) == ("other", settings.quotas, settings.limits)
+        assert service.leadership is leadership
+        r = service.reconciler
+        assert (r.attachment_grace, r.max_delete_share, r.full_pass) == (timedelta(seconds=5), 0.5, 600.0)
+        assert service.writes.metrics is metrics and r.metrics is metrics and service.programmer.metrics is metrics
+        assert service.link_sites("east", {"west": 4}).verify_interval == 600.0
     finally:
         store.close()

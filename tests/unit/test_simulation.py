@@ -9,7 +9,7 @@ from __future__ import annotations
 from netpeer import simulation
 from netpeer.core.dataplane import NetworkState
 from netpeer.core.models import Caller, Quotas
-from netpeer.service import Service
+from netpeer.service import Service, Settings
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
 
@@ -37,7 +37,7 @@ def bind(service, i: int):
 def test_a_sweep_at_rest_compares_a_slice_and_what_changed(tmp_path):
     store = SqliteStore(tmp_path / "netpeer.db")
     dataplane = Counting()
-    service = Service(store, dataplane, quotas=Quotas(networks_per_namespace=100))
+    service = Service(store, dataplane, Settings(quotas=Quotas(networks_per_namespace=100)))
     pairs = [bind(service, i) for i in range(10)]
     service.reconciler.interval, service.reconciler.full_pass = 30.0, 120.0   # a slice of 5 of 20 per sweep
     service.sweep()
@@ -55,7 +55,7 @@ def test_a_sweep_at_rest_compares_a_slice_and_what_changed(tmp_path):
 
 def test_it_starts_holding_what_the_store_implies(tmp_path):
     store = SqliteStore(tmp_path / "netpeer.db")
-    service = Service(store, MemoryDataplane(), quotas=Quotas(networks_per_namespace=100))
+    service = Service(store, MemoryDataplane(), Settings(quotas=Quotas(networks_per_namespace=100)))
     a, b = bind(service, 0)
     bind(service, 1)
     fresh = Counting()

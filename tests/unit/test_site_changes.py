@@ -14,7 +14,7 @@ import pytest
 from netpeer import errors
 from netpeer.core import sides
 from netpeer.core.models import Caller, Phase, Quotas
-from netpeer.service import Service, sitelog
+from netpeer.service import Service, Settings, sitelog
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
 
@@ -32,7 +32,7 @@ class Link:
 
     def open(self, name: str, store_path=None) -> Service:
         svc = Service(SqliteStore(store_path or self.tmp / f"{name}.db"), MemoryDataplane(),
-                      quotas=Quotas(networks_per_namespace=10_000, pending_peerings_per_namespace=10_000))
+                      Settings(quotas=Quotas(networks_per_namespace=10_000, pending_peerings_per_namespace=10_000)))
         svc.link_sites(name, {o: 1000 for o in self.names if o != name}, transport=self._transport(name))
         svc.sites.prepare()
         return svc

@@ -12,13 +12,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from netpeer_dev.daemons import alive
-from tests.support import short_tmpdir
+from tests.support import short_tmpdir, wait_until
 
 
 class Replica:
@@ -84,15 +83,14 @@ def relay_to_two():
                                  f"--forwards={forwards}"], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while True:
+        def listening() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
                 assert proc.poll() is None, (root / "sitelink.log").read_text()
-                assert time.monotonic() < deadline, "the relay did not listen within 30 s"
-                time.sleep(0.02)
+                return False
+        wait_until(listening, 30, "the relay did not listen within 30 s")
         yield port, replicas, root / "sitelink.log"
     finally:
         proc.send_signal(signal.SIGTERM)

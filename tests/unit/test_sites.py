@@ -16,6 +16,7 @@ from netpeer.core.models import Caller, Phase, Reason
 from netpeer.service import Service
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
+from tests.support import wait_until
 
 ADMIN = Caller("admin", frozenset(), True)
 
@@ -296,14 +297,9 @@ def test_the_link_threads_exchange_after_each_commit(fed):
         net(fed["west"], "b", "nb", "10.2.0.0/24")
         peer(fed["east"], "a", "na", "p", "b/nb", "west")
         peer(fed["west"], "b", "nb", "p", "a/na", "east")
-        import time
-        deadline = time.monotonic() + 30   # the link interval is 60 s: only a poke binds this soon
-        while time.monotonic() < deadline:
-            if get(fed["east"], "a", "na", "p").phase == get(fed["west"], "b", "nb", "p").phase == Phase.BOUND:
-                break
-            time.sleep(0.01)
-        assert get(fed["east"], "a", "na", "p").phase == Phase.BOUND
-        assert get(fed["west"], "b", "nb", "p").phase == Phase.BOUND
+        # the link interval is 60 s: only a poke binds this soon
+        wait_until(lambda: get(fed["east"], "a", "na", "p").phase == get(fed["west"], "b", "nb", "p").phase
+                   == Phase.BOUND, 30, "the pair did not bind within 30 s of its second half", step=0.01)
     finally:
         stop.set()
         for svc in fed.services.values():

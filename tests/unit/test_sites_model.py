@@ -25,7 +25,7 @@ import pytest
 from netpeer import errors
 from netpeer.core import sides
 from netpeer.core.models import Caller, NetworkKey, Phase, Quotas
-from netpeer.service import Service, sitelog
+from netpeer.service import Service, Settings, sitelog
 from netpeer.service.memory import MemoryDataplane
 from netpeer.store.sqlite import SqliteStore
 from tests.sitecheck import link_problems
@@ -56,7 +56,7 @@ class Region:
 
     def _open(self, name: str) -> Service:
         svc = Service(SqliteStore(self.tmp / f"{name}.db"), MemoryDataplane(),
-                      quotas=Quotas(networks_per_namespace=10_000, pending_peerings_per_namespace=10_000))
+                      Settings(quotas=Quotas(networks_per_namespace=10_000, pending_peerings_per_namespace=10_000)))
         svc.link_sites(name, {o: 1000 for o in self.names if o != name}, transport=self._transport(name))
         original = svc.writes.before_commit
 
