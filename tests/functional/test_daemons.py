@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from netpeer_dev import daemons as daemons_mod
+from netpeer_dev import proc as proc_mod
 from netpeer_dev.daemons import OvnDaemonError, OvnDaemons
 from tests.support import require_ovn
 
@@ -165,7 +165,7 @@ def test_long_state_dir_is_rejected() -> None:
 
 def test_missing_binary_names_the_package(ovn_daemons: OvnDaemons, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(daemons_mod, "_EXTRA_BIN_DIRS", ())
+    monkeypatch.setattr(proc_mod, "_EXTRA_BIN_DIRS", ())
     with pytest.raises(OvnDaemonError, match=r"^ovsdb-tool not found: install the Debian package openvswitch-common$"):
         ovn_daemons.start()
 
