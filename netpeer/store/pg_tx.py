@@ -15,6 +15,7 @@ from typing import Iterator
 import psycopg
 
 from netpeer.errors import Unavailable
+from netpeer.reasons import Reason
 from netpeer.store.sqlite import _NET_COLS, _PEER_COLS, _TOKEN_COLS, _SqliteTx, _us
 
 _DECOY = ("'decoy', '" + "0" * 64 + "', '[\"decoy-namespace\"]', 0, '', 0::bigint, NULL::bigint")
@@ -51,7 +52,7 @@ class PgTx(_SqliteTx):
             return self._db.execute(sql, args)
         except psycopg.OperationalError as exc:
             line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise Unavailable(f"store {self._where} does not answer: {line}") from None
+            raise Unavailable(f"store {self._where} does not answer: {line}", reason=Reason.STORE_UNAVAILABLE) from None
 
     def _q(self, sql: str, args=()):
         return self.execute(placeholders(sql), args) if args else self.execute(sql)

@@ -24,6 +24,7 @@ from typing import Collection, Iterator
 from netpeer.core.dataplane import WAITS_FOR_DATAPLANE
 from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, PeeringKey, Phase, Route, Token
 from netpeer.errors import FailedPrecondition
+from netpeer.reasons import Reason
 from netpeer.store import migrations
 from netpeer.store.base import Store, Transaction
 from netpeer.store.pool import Pool
@@ -97,7 +98,8 @@ class SqliteStore(Store):
             if todo and not apply:
                 raise FailedPrecondition(
                     f"store {self.where} has schema version {self.schema_version()}, this netpeer needs "
-                    f"{migrations.LATEST}: run `netpeer db upgrade --config FILE`", field="store", value=self.where)
+                    f"{migrations.LATEST}: run `netpeer db upgrade --config FILE`", field="store", value=self.where,
+                                         reason=Reason.STORE_INCOMPATIBLE)
             for m in todo:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
