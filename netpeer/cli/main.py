@@ -380,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except errors.NetpeerError as exc:
         # The request id where the service failed, not the user: it finds the call in netpeerd's log.
         blame = type(exc) in (errors.Unavailable, errors.NetpeerError) and exc.request_id
-        sys.stderr.write(f"error: {exc.message}" + (f" (request id {exc.request_id})" if blame else "") + "\n")
+        sys.stderr.write(f"error: {exc.line()}" + (f" (request id {exc.request_id})" if blame else "") + "\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
