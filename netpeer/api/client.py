@@ -184,7 +184,7 @@ def _read_back(method: str) -> str:
     if "Token" in method:
         return "`netpeer token list` (ListTokens)"
     noun = "peering" if "Peering" in method else "network"
-    return f"`netpeer {noun} get` (Get{noun.capitalize()})"
+    return f"`netpeer {noun} show` (Get{noun.capitalize()})"
 
 
 class Client:
