@@ -71,7 +71,8 @@ class Reason(enum.StrEnum):
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"            # the store (PostgreSQL, another replica's lock)
     REMOTE_SITE_UNREACHABLE = "REMOTE_SITE_UNREACHABLE"
     SERVICE_UNREACHABLE = "SERVICE_UNREACHABLE"        # (client) netpeerd could not be reached: nothing was sent
-    OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"                # (client) the call broke: a write may or may not be done
+    OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"                # the call (or the store's commit) broke: a write may
+    #                                                    or may not be done; read it back before trying again
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"            # no answer in time (a write may or may not be done)
     # INTERNAL
     INTERNAL = "INTERNAL"                              # a bug: netpeerd's log has the request id

@@ -253,7 +253,7 @@ class PostgresStore(Store):
             raise Unavailable(f"store {self.where}: the transaction was not committed "
                               f"({_first_line(lost)}); nothing was changed", reason=Reason.STORE_UNAVAILABLE)
         raise Unavailable(f"store {self.where} went away while committing ({_first_line(lost)}); "
-                          "the write may or may not have been kept: read it back", reason=Reason.STORE_UNAVAILABLE)
+                          "the write may or may not have been kept: read it back", reason=Reason.OUTCOME_UNKNOWN)
 
     def _unavailable(self, exc: Exception) -> Unavailable:
         return Unavailable(f"store {self.where} does not answer: {_first_line(exc)}", reason=Reason.STORE_UNAVAILABLE)
