@@ -1,18 +1,25 @@
 """A write whose connection breaks says so: netpeerd killed while a `netpeer`
 write waits in it, the CLI says in one line that the write may or may not
 have been applied and how to read it back (not gRPC's "Stream removed").
-And output piped into a reader that goes away (`| head`) ends quietly."""
+A read whose connection breaks is sent again by the client. And output
+piped into a reader that goes away (`| head`) ends quietly."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
+import pytest
+
+from netpeer import errors
 from netpeer.api.client import Client
+from netpeer.reasons import Reason
 from tests.support import ADMIN_TOKEN, netpeerd_process
 
 
@@ -80,3 +87,68 @@ def test_output_into_a_reader_that_went_away_ends_quietly(ovn, state_dir):
     finally:
         d.stop()
     assert err == "" and cli.returncode == 141, (cli.returncode, err)
+
+
+class Breaker:
+    """A relay in front of netpeerd's socket that, once ``arm``ed, drops the
+    next connection's next request unsent, closing the connection: the call
+    breaks on its way (as when netpeerd dies). Stopped by ``close``."""
+
+    def __init__(self, upstream: str, path: str):
+        self.upstream, self.path, self.armed = upstream, path, threading.Event()
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(path)
+        self.listener.listen(8)
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            up = socket.socket(socket.AF_UNIX)
+            up.connect(self.upstream)
+            self.conns += [down, up]
+            threading.Thread(target=self._pipe, args=(down, up, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(up, down, False), daemon=True).start()
+
+    def _pipe(self, src, dst, requests):
+        try:
+            while data := src.recv(65536):
+                if requests and self.armed.is_set():
+                    self.armed.clear()
+                    src.close()
+                    dst.close()
+                    return
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.listener.close()
+        for s in self.conns:
+            s.close()
+
+
+def test_a_read_whose_connection_breaks_is_sent_again(netpeerd, state_dir):
+    breaker = Breaker(str(netpeerd.socket),
+                      str(state_dir / "relay.sock"))
+    try:
+        with Client(f"unix://{state_dir / 'relay.sock'}", netpeerd.token("team-a"), timeout=30) as a:
+            a.create_network("team-a", "net-a", ["10.1.0.0/24"])
+            breaker.armed.set()
+            assert a.get_network("team-a", "net-a")["name"] == "net-a"   # broken once, then sent again
+            assert not breaker.armed.is_set()
+            breaker.armed.set()
+            with pytest.raises(errors.Unavailable) as broken:
+                a.create_network("team-a", "net-b", ["10.2.0.0/24"])
+            assert broken.value.reason == Reason.OUTCOME_UNKNOWN and "may or may not" in str(broken.value)
+    finally:
+        breaker.close()
