@@ -374,7 +374,6 @@ def run(args: argparse.Namespace) -> int:
     raise errors.InvalidArgument.for_field("command", cmd, "is not known")
 
 
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
