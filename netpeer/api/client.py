@@ -18,10 +18,11 @@ import grpc
 from google.protobuf import field_mask_pb2
 
 from netpeer.api import convert
-from netpeer.api.errors import from_rpc_error
+from netpeer.api.errors import decode, from_rpc_error
 from netpeer.api.intake import ANSWER_BYTES
 from netpeer.core.validate import format_duration
 from netpeer.errors import InvalidArgument, Unavailable
+from netpeer.reasons import Reason
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 
@@ -159,8 +160,31 @@ class _Service:
 
 def never_reached(exc: grpc.RpcError) -> bool:
     """The call failed before any server received it (nothing to connect
-    to): safe to send elsewhere, whatever it does."""
+    to): safe to send elsewhere, whatever it does. (gRPC says so in words
+    only: this is gRPC's own text, never netpeerd's.)"""
     return exc.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or "")
+
+
+#: The status codes of a call whose connection broke (as gRPC reports it,
+#: without netpeerd's details): whatever the call was, it may have run.
+BROKEN = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED})
+
+#: How often a read whose connection broke is sent again, and the pause before each.
+READ_RETRIES_S = (0.2, 1.0)
+
+
+def broken(exc: grpc.RpcError) -> bool:
+    """The call reached a server (perhaps) and its connection broke: a
+    status gRPC made, not netpeerd (which always sends its details)."""
+    return exc.code() in BROKEN and not never_reached(exc) and decode(exc) is None
+
+
+def _read_back(method: str) -> str:
+    """How to read back what ``method`` would have changed."""
+    if "Token" in method:
+        return "`netpeer token list` (ListTokens)"
+    noun = "peering" if "Peering" in method else "network"
+    return f"`netpeer {noun} show` (Get{noun.capitalize()})"
 
 
 class Client:
@@ -170,9 +194,14 @@ class Client:
     - a call that never reached a server (nothing listens, connection
       refused) goes to the next endpoint, whatever it is;
     - a read (``READS``) that failed with UNAVAILABLE goes to the next one;
+    - a read whose connection broke is sent again (``READ_RETRIES_S``);
     - a write whose connection broke after it was sent is *not* re-sent: it
-      may have been applied, so the caller gets UNAVAILABLE and decides (a
-      re-sent create would answer ALREADY_EXISTS, a delete NOT_FOUND).
+      may have been applied, so the caller gets UNAVAILABLE with reason
+      OUTCOME_UNKNOWN and decides (a re-sent create would answer
+      ALREADY_EXISTS, a delete NOT_FOUND).
+
+    Errors are the ``netpeer.errors`` classes that netpeerd's status details
+    describe (``netpeer.api.errors.decode``): reason, field and value.
     """
 
     def __init__(self, endpoint: str, token: str | None, ca_cert: str | None = None,
@@ -215,7 +244,9 @@ class Client:
         Goes to the next endpoint where that is safe (see the class)."""
         rid = secrets.token_hex(8)
         count = len(self.endpoints)
-        for attempt in range(count):
+        retries = list(READ_RETRIES_S) if method.name in READS else []
+        attempt = 0
+        while True:
             i = (self._current + attempt) % count
             fn = getattr(self._stub(i, method.service), method.name)
             try:
@@ -223,18 +254,29 @@ class Client:
                 self._current = i
                 return answer
             except grpc.RpcError as exc:
-                safe = never_reached(exc) or (method.name in READS and exc.code() == grpc.StatusCode.UNAVAILABLE)
-                if safe and attempt + 1 < count:
+                attempt += 1
+                reached = not never_reached(exc)
+                safe = not reached or (method.name in READS and exc.code() == grpc.StatusCode.UNAVAILABLE)
+                if safe and attempt < count:
                     continue
-                error = self._error(exc, self.endpoints[i])
+                if method.name in READS and retries and reached and broken(exc):
+                    time.sleep(retries.pop(0))   # a read changes nothing: sent again, here or elsewhere
+                    continue
+                error = self._error(exc, self.endpoints[i], method.name)
                 error.request_id = rid
                 raise error from None
 
-    def _error(self, exc: grpc.RpcError, endpoint: str):
+    def _error(self, exc: grpc.RpcError, endpoint: str, method: str):
         if never_reached(exc):
             where = endpoint if len(self.endpoints) == 1 else f"any of {', '.join(self.endpoints)}"
             return Unavailable(f"cannot reach netpeerd at {where} (is it running? try "
-                               f"'netpeer dev status'): {exc.details().split(';')[-1].strip()}")
+                               f"'netpeer dev status'): {exc.details().split(';')[-1].strip()}",
+                               reason=Reason.SERVICE_UNREACHABLE)
+        if broken(exc) and method not in READS:
+            return Unavailable(f"{method}: the connection to netpeerd at {endpoint} broke during the call "
+                               f"({(exc.details() or exc.code().name).splitlines()[0]}): the write may or may not "
+                               f"have been applied; read it back with {_read_back(method)} before trying again",
+                               reason=Reason.OUTCOME_UNKNOWN)
         return from_rpc_error(exc)
 
     # tokens

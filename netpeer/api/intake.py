@@ -33,8 +33,9 @@ from google.protobuf import descriptor_pool
 from google.protobuf.message import DecodeError
 
 from netpeer import errors
-from netpeer.api.errors import code_for
+from netpeer.api.errors import status_of
 from netpeer.observe import logs
+from netpeer.reasons import Reason
 
 LOG = logging.getLogger(__name__)
 
@@ -73,16 +74,18 @@ def _message_name(path: str) -> str:
         return f"{method_label(path)} request"
 
 
-def fail(context, code: grpc.StatusCode, message: str, trailer) -> None:
+def fail(context, status: tuple[grpc.StatusCode, str, tuple], trailer) -> None:
     """Makes the call end with ``code`` once its method returns, with nothing
     raised. ``context.abort`` raises an exception that gRPC keeps with the
     call, and whose traceback holds the method's frames, the request with
     them: a reference cycle, which netpeerd collects rarely
     (daemon.GC_THRESHOLDS), so big invalid requests piled up. A caller that
-    already gave up gets nothing, and nothing is logged."""
+    already gave up gets nothing, and nothing is logged. ``status``: what
+    ``netpeer.api.errors.status_of`` makes of the error."""
+    code, message, details = status
     context.set_code(code)
     context.set_details(message)
-    context.set_trailing_metadata(trailer)
+    context.set_trailing_metadata(tuple(trailer) + details)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,14 +106,15 @@ def parser(path: str, parse: Callable[[bytes], object], limit: int) -> Callable[
         if len(data) > limit:
             return Refused(errors.ResourceExhausted(
                 f"request: {len(data):,} bytes is more than {label} takes ({limit:,} bytes at most)",
-                field="request", value=len(data)), started)
+                field="request", value=len(data), reason=Reason.REQUEST_TOO_LARGE), started)
         try:
             return parse(data)
         except (DecodeError, RecursionError):
             # The parser says no more than that it failed: the usual reasons are named instead.
             return Refused(errors.InvalidArgument(
                 f"request: {len(data):,} bytes are not a valid {name} message (truncated or corrupt, a string "
-                "that is not UTF-8, or nested too deep)", field="request", value=len(data)), started)
+                "that is not UTF-8, or nested too deep)", field="request", value=len(data),
+                reason=Reason.REQUEST_MALFORMED), started)
     return take
 
 
@@ -175,8 +179,9 @@ class Intake(grpc.aio.ServerInterceptor):
 
     def _refuse(self, path: str, refused: Refused, context) -> None:
         rid = logs.new_request_id(metadata(context, logs.REQUEST_ID_KEY))
-        code = code_for(refused.error)
-        fail(context, code, refused.error.message, ((logs.REQUEST_ID_KEY, rid),))
+        status = status_of(refused.error)
+        code = status[0]
+        fail(context, status, ((logs.REQUEST_ID_KEY, rid),))
         label = method_label(path)
         self._metrics.rpc(label, code.name, time.perf_counter() - refused.started)
         self.refusals.note(f"{label} from {context.peer()}: {refused.error.message} [request {rid}]")

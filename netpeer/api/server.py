@@ -28,13 +28,14 @@ from grpc_reflection.v1alpha import reflection
 
 from netpeer import errors
 from netpeer.api import convert, intake
-from netpeer.api.errors import code_for
+from netpeer.api.errors import internal, status_of
 from netpeer.api.servicers import READ, WRITE, NetworkHandlers, StatusHandlers, TokenHandlers
 from netpeer.api.watch import EncodedWatch, Watches
 from netpeer.core.models import WatchLimits
 from netpeer.listen import check_listen, is_local_address
 from netpeer.observe import logs
 from netpeer.observe.metrics import NONE
+from netpeer.reasons import Reason
 from netpeer.service import Service
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
@@ -119,13 +120,14 @@ class _Pools:
         self.write.shutdown(wait=False, cancel_futures=True)
 
 
-async def abort(context, code: grpc.StatusCode, message: str, trailer) -> None:
-    """Ends the call with ``code`` (raises ``AbortError``, as ``context.abort``
-    does). A caller that already gave up (its deadline passed while the call
+async def abort(context, status: tuple[grpc.StatusCode, str, tuple], trailer) -> None:
+    """Ends the call with ``status`` (``netpeer.api.errors.status_of``;
+    raises ``AbortError``, as ``context.abort`` does). A caller that already gave up (its deadline passed while the call
     waited) leaves no one to send the status to: gRPC then fails the send,
     which is no error of netpeerd's, and the call ends as cancelled."""
     try:
-        await context.abort(code, message, trailing_metadata=trailer)
+        code, message, details = status
+        await context.abort(code, message, trailing_metadata=tuple(trailer) + details)
     except grpc.aio.AbortError:
         raise
     except Exception:
@@ -159,19 +161,22 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics, limits: Limi
                 remaining = context.time_remaining()
                 if remaining is not None and remaining <= 0:
                     # Queued behind others until the caller gave up: do not act on it any more.
-                    status, message = grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call ran"
+                    status = status_of(errors.Unavailable("deadline exceeded before the call ran",
+                                                          reason=Reason.DEADLINE_EXCEEDED),
+                                       grpc.StatusCode.DEADLINE_EXCEEDED)
                 else:
                     out, size = await run(pools.of(kind), answer, request, caller)
                     if size <= limits.answer_bytes:
                         context.set_trailing_metadata(trailer)
                         return out
-                    status = grpc.StatusCode.RESOURCE_EXHAUSTED
                     message = (f"answer: {size:,} bytes is more than netpeerd sends in one answer "
                                f"({limits.answer_bytes:,} bytes at most)"
                                + ("; the call itself was carried out" if kind == WRITE else ""))
+                    status = status_of(errors.ResourceExhausted(message, field="answer", value=size,
+                                                                reason=Reason.ANSWER_TOO_LARGE))
                     oversize.note(f"{fn.__name__}: {message} [request {rid}]")
             except errors.NetpeerError as exc:
-                status, message = code_for(exc), exc.message
+                status = status_of(exc)
                 delay = getattr(exc, "retry_after", None)
                 if delay:
                     # A budget's refusal (netpeer.service.budget) is answered after a while, on this loop: a
@@ -184,9 +189,9 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics, limits: Limi
                 raise
             except Exception:
                 LOG.exception("internal error in %s", fn.__name__)
-                status, message = grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})"
-            code = status.name
-            intake.fail(context, status, message, trailer)
+                status = internal(f"internal error; see the netpeerd log (request id {rid})")
+            code = status[0].name
+            intake.fail(context, status, trailer)
         finally:
             metrics.rpc(fn.__name__, code, time.perf_counter() - started)
 
@@ -221,13 +226,13 @@ def _watch(service: Service, pools: _Pools, watches: Watches, metrics):
                 async for message in stream:
                     yield message
         except errors.NetpeerError as exc:
-            failure = code_for(exc), exc.message
+            failure = status_of(exc)
         except (asyncio.CancelledError, GeneratorExit):
             code = "CANCELLED"
             raise
         except Exception:
             LOG.exception("internal error in Watch")
-            failure = grpc.StatusCode.INTERNAL, f"internal error; see the netpeerd log (request id {rid})"
+            failure = internal(f"internal error; see the netpeerd log (request id {rid})")
         finally:
             metrics.stream_ended("Watch", failure[0].name if failure else code)
         if failure is None:
@@ -237,7 +242,7 @@ def _watch(service: Service, pools: _Pools, watches: Watches, metrics):
         # makes: the request (up to 4 MB) must not be in the frame then (a
         # flood of invalid watches grew netpeerd by 8 MB a call).
         del request
-        await abort(context, failure[0], failure[1], ((logs.REQUEST_ID_KEY, rid),))
+        await abort(context, failure, ((logs.REQUEST_ID_KEY, rid),))
 
     return Watch
 

@@ -9,6 +9,7 @@ from google.protobuf import empty_pb2
 from netpeer import errors
 from netpeer.api import convert
 from netpeer.core.models import Caller
+from netpeer.reasons import Reason
 from netpeer.service import Service, batch
 from netpeer.v1 import netpeer_pb2 as pb
 
@@ -209,5 +210,6 @@ class StatusHandlers:
     @handler(READ)
     def GetStatus(self, request, caller: Caller):
         if not caller.admin:
-            raise errors.PermissionDenied("only an admin token may read the server status")
+            raise errors.PermissionDenied("only an admin token may read the server status",
+                                          reason=Reason.ADMIN_REQUIRED)
         return convert.status_to_pb(self.service.status())

@@ -23,9 +23,10 @@ import grpc
 
 from netpeer import errors
 from netpeer.api import convert, intake
-from netpeer.api.errors import code_for, from_rpc_error
+from netpeer.api.errors import abort, decode, from_rpc_error
 from netpeer.core.sides import Sync
 from netpeer.listen import check_listen, is_local_address
+from netpeer.reasons import Reason
 from netpeer.service.sites import SiteLinks
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
@@ -83,11 +84,12 @@ class _Servicer:
             except errors.NetpeerError as exc:
                 return exc
         if not ok:
-            return errors.Unauthenticated(f"site: {site!r} did not present this link's secret")
+            return errors.Unauthenticated(f"site: {site!r} did not present this link's secret",
+                                          reason=Reason.SITE_UNAUTHENTICATED)
         names = (auth_context or {}).get("x509_common_name")
         if names and site.encode() not in names:
             return errors.PermissionDenied(f"site: the certificate names {names[0].decode(errors='replace')!r}, "
-                                           f"not {site!r}", field="site", value=site)
+                                           f"not {site!r}", field="site", value=site, reason=Reason.SITE_DENIED)
         return None
 
     def Sync(self, request, context):
@@ -97,11 +99,12 @@ class _Servicer:
             refused = request.error
         if refused is not None:
             self.refusals.note(f"{context.peer()}: {refused.message}")
-            context.abort(code_for(refused), refused.message)
+            abort(context, refused)
         try:
             if request.site != _metadata(pairs, SITE_KEY):
                 raise errors.PermissionDenied(f"site: the request names {request.site!r}, its call "
-                                              f"{_metadata(pairs, SITE_KEY)!r}", field="site", value=request.site)
+                                              f"{_metadata(pairs, SITE_KEY)!r}", field="site", value=request.site,
+                                              reason=Reason.SITE_DENIED)
             if request.to_site != self.links.here:
                 raise errors.InvalidArgument.for_field("to_site", request.to_site,
                                                        f"is not this site ({self.links.here})")
@@ -109,10 +112,10 @@ class _Servicer:
             self.links.count(request.site, answer.ByteSize(), request.ByteSize())
             return answer
         except errors.NetpeerError as exc:
-            context.abort(code_for(exc), exc.message)
+            abort(context, exc)
         except Exception:
             LOG.exception("site exchange from %r failed", getattr(request, "site", "?"))
-            context.abort(grpc.StatusCode.INTERNAL, "internal error; see the netpeerd log")
+            abort(context, errors.NetpeerError("internal error; see the netpeerd log", reason=Reason.INTERNAL))
 
 
 class _Gate(grpc.ServerInterceptor):
@@ -131,7 +134,7 @@ class _Gate(grpc.ServerInterceptor):
 
         def deny(request, context):
             servicer.refusals.note(f"{context.peer()}: {refused.message}")
-            context.abort(code_for(refused), refused.message)
+            abort(context, refused)
         # (a deserializer that returns None counts as one that failed: it returns the refusal instead)
         return grpc.unary_unary_rpc_method_handler(deny, request_deserializer=lambda data: refused)
 
@@ -180,7 +183,8 @@ class SiteServer:
         listeners only; whether a CA is required cannot change: that takes a
         restart). Whether they differ from those in use."""
         if not self.tls:
-            raise errors.FailedPrecondition("interconnect: this listener has no TLS; a restart turns it on")
+            raise errors.FailedPrecondition("interconnect: this listener has no TLS; a restart turns it on",
+                                            reason=Reason.FAILED_PRECONDITION)
         with self._lock:
             if (cert, key, ca) == self._credentials:
                 return False
@@ -282,10 +286,16 @@ class SiteTransport:
             except grpc.RpcError as exc:
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                     raise errors.FailedPrecondition(f"site {site} runs a netpeer without SiteService.Sync: every "
-                                                    "site of a region needs the same link protocol; upgrade it") \
+                                                    "site of a region needs the same link protocol; upgrade it",
+                                                    reason=Reason.SITE_UNSUPPORTED) \
                         from None
                 if exc.code() == grpc.StatusCode.UNAVAILABLE and i + 1 < len(stubs):
                     continue   # that replica is down: the next one
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) \
+                        and decode(exc) is None:   # gRPC's, not the other netpeerd's
+                    raise errors.Unavailable(f"site {site} did not answer ({exc.code().name}: "
+                                             f"{(exc.details() or '').splitlines()[0] if exc.details() else ''})",
+                                             reason=Reason.REMOTE_SITE_UNREACHABLE) from None
                 raise from_rpc_error(exc) from None
             self._first[site] = k
             self.counter(site, request.ByteSize(), answer.ByteSize())

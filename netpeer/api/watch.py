@@ -30,6 +30,7 @@ from netpeer import errors
 from netpeer.api import convert
 from netpeer.api.notifier import Encoded, Follower, Hub, Notifier
 from netpeer.core.models import Caller, WatchLimits
+from netpeer.reasons import Reason
 from netpeer.service import Service
 
 LOG = logging.getLogger(__name__)
@@ -85,12 +86,12 @@ class Watches:
             raise errors.ResourceExhausted(
                 f"watch: token {caller.token_id} holds {held} watch streams, the most allowed (watch.{key} = "
                 f"{most}); end one of them first, or ask the operator to raise the limit",
-                field=f"watch.{key}", value=most)
+                field=f"watch.{key}", value=most, reason=Reason.STREAM_LIMIT)
         if self.count >= self.limits.streams_total:
             raise errors.ResourceExhausted(
                 f"watch: netpeerd holds {self.count} watch streams, the most it allows (watch.streams_total = "
                 f"{self.limits.streams_total}); try again later", field="watch.streams_total",
-                value=self.limits.streams_total)
+                value=self.limits.streams_total, reason=Reason.STREAM_LIMIT)
         if holder is None:
             holder = self._holders[caller.token_id] = _Holder(token)
         follower = Follower()

@@ -20,6 +20,7 @@ from netpeer.core import validate
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_PIPE = 141   # the output's reader went away (as a shell reports a death by SIGPIPE)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -376,11 +377,18 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return run(args)
+        code = run(args)
+        sys.stdout.flush()   # here, where a reader that went away is handled, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader of the output went away (`netpeer ... | head`): nothing is wrong and nobody is
+        # left to tell. What is still buffered goes nowhere, so that the exit does not fail on it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     except errors.NetpeerError as exc:
         # The request id where the service failed, not the user: it finds the call in netpeerd's log.
         blame = type(exc) in (errors.Unavailable, errors.NetpeerError) and exc.request_id
-        sys.stderr.write(f"error: {exc.message}" + (f" (request id {exc.request_id})" if blame else "") + "\n")
+        sys.stderr.write(f"error: {exc.line()}" + (f" (request id {exc.request_id})" if blame else "") + "\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")

@@ -33,6 +33,7 @@ from netpeer.ovn.plan import ForeignRowConflict, MissingRow
 from netpeer.ovn.ports import InstancePort, InstancePorts
 from netpeer.ovn.row import Row
 from netpeer.ovn.rows import ROOT_TABLES
+from netpeer.reasons import Reason
 
 LOG = logging.getLogger(__name__)
 
@@ -113,8 +114,9 @@ class OvnBackend:
     def _unavailable(self) -> Unavailable:
         if self._conn.up:   # the replica is still arriving: what it lacks would look absent
             return Unavailable(f"netpeerd is still reading OVN northbound database {self.remote}; nothing was "
-                               "changed, retry")
-        return Unavailable(f"OVN northbound database {self.remote} is unreachable; nothing was changed, retry")
+                               "changed, retry", reason=Reason.DATAPLANE_UNAVAILABLE)
+        return Unavailable(f"OVN northbound database {self.remote} is unreachable; nothing was changed, retry",
+                           reason=Reason.DATAPLANE_UNAVAILABLE)
 
     # ------------------------------------------------------------ one read, one write
     def read(self, read: Callable[[PlainReplica], object]):
@@ -153,7 +155,7 @@ class OvnBackend:
                     seqno, link = conn.change_seqno, conn.seqno
                     ops, result = compute(conn.replica)
             except (ForeignRowConflict, MissingRow) as exc:
-                raise FailedPrecondition(f"OVN: {exc}; nothing was changed") from exc
+                raise FailedPrecondition(f"OVN: {exc}; nothing was changed", reason=Reason.DATAPLANE_CONFLICT) from exc
             if not ops:
                 return result, None
             started = time.perf_counter()
@@ -165,7 +167,7 @@ class OvnBackend:
                 if refused == 2:
                     raise FailedPrecondition(
                         f"OVN refused the change ({str(exc)[:200]}); nothing was changed. netpeerd's repair "
-                        "sweep restores hand-edited rows: retry after it ran") from exc
+                        "sweep restores hand-edited rows: retry after it ran", reason=Reason.DATAPLANE_REFUSED) from exc
                 self._wait_for_change(seqno, 1.0)
                 continue
             except TryAgain as exc:
@@ -176,12 +178,14 @@ class OvnBackend:
                     continue
                 LOG.warning("OVN NB %s could not commit within %gs: %.200s", what, self.timeout, exc)
                 raise Unavailable(f"OVN northbound database {self.remote} could not commit within "
-                                  f"{self.timeout:g}s; the change was not recorded, retry") from exc
+                                  f"{self.timeout:g}s; the change was not recorded, retry",
+                                  reason=Reason.DATAPLANE_UNAVAILABLE) from exc
             except TimedOut as exc:
                 # A timed-out transaction may still commit later: the repair sweep reconciles it.
                 LOG.warning("OVN NB %s timed out after %gs", what, self.timeout)
                 raise Unavailable(f"OVN northbound database {self.remote} did not answer within "
-                                  f"{self.timeout:g}s; the change was not recorded, retry") from exc
+                                  f"{self.timeout:g}s; the change was not recorded, retry",
+                                  reason=Reason.DATAPLANE_UNAVAILABLE) from exc
             except Disconnected as exc:
                 # Lost before the reply (e.g. the NB leader died): computed again on the
                 # next leader's replica, which holds the change if it committed after all.
@@ -191,7 +195,7 @@ class OvnBackend:
                     continue
                 LOG.warning("OVN NB %s failed: %.200s", what, exc)
                 raise Unavailable(f"OVN northbound database {self.remote} did not answer; the change was "
-                                  "not recorded, retry") from exc
+                                  "not recorded, retry", reason=Reason.DATAPLANE_UNAVAILABLE) from exc
             self.on_transaction(what, time.perf_counter() - started)
             return result, reply
 

@@ -17,6 +17,7 @@ from netpeer.core.dataplane import Stamp
 from netpeer.errors import Unreachable
 from netpeer.ovn import names, rows
 from netpeer.ovn.connection import TimedOut, read_once
+from netpeer.reasons import Reason
 
 
 def read_stamp(remote: str, owner: str, timeout: float, reconnect_ms: int) -> Stamp | None:
@@ -36,4 +37,4 @@ def read_stamp(remote: str, owner: str, timeout: float, reconnect_ms: int) -> St
                          {"Address_Set": [["name", "==", marker]]}, timeout, reconnect_ms / 1000, read)
     except TimedOut as exc:
         raise Unreachable(f"OVN northbound database {remote} did not answer within {timeout:.0f} s "
-                          f"({exc})") from exc
+                          f"({exc})", reason=Reason.DATAPLANE_UNAVAILABLE) from exc

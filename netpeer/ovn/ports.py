@@ -16,6 +16,7 @@ from netpeer.errors import FailedPrecondition
 from netpeer.ovn import names, owned
 from netpeer.ovn.plain import PlainReplica
 from netpeer.ovn.rows import INSTANCE_KIND
+from netpeer.reasons import Reason
 
 INSTANCE = "netpeer:instance"   # the instance's name, on its switch port
 NETNS = "netpeer:netns"         # where the instance lives (the dev tools' network namespace)
@@ -81,10 +82,11 @@ def put_ops(replica: PlainReplica, owner: str, items: list[tuple[InstancePort, s
         label = f"network {port.namespace}/{port.network}"
         if not switch:
             raise FailedPrecondition(f"{label}: its switch {names.switch(port.uid)} is not in this OVN "
-                                     "database (is this the OVN deployment of the netpeerd you asked?)")
+                                     "database (is this the OVN deployment of the netpeerd you asked?)",
+                                     reason=Reason.DATAPLANE_CONFLICT)
         if owned.ext(replica.tables["Logical_Switch"][switch[0]]).get(names.OWNER) != owner:
             raise FailedPrecondition(f"{label}: switch {names.switch(port.uid)} is not owned by {owner!r}; "
-                                     "not attaching to it")
+                                     "not attaching to it", reason=Reason.DATAPLANE_CONFLICT)
         existing = {row["name"]: (uuid, row) for uuid, row in replica.tables["Logical_Switch_Port"].items()
                     if row["name"] in (port.name, replace or port.name)}
         if replace and replace != port.name and replace in existing and _is_instance(existing[replace][1], owner):
@@ -92,7 +94,7 @@ def put_ops(replica: PlainReplica, owner: str, items: list[tuple[InstancePort, s
         found = existing.get(port.name)
         if found is not None and not _is_instance(found[1], owner):
             raise FailedPrecondition(f"switch port {port.name} exists and is not tagged as a netpeer instance; "
-                                     "not touching it")
+                                     "not touching it", reason=Reason.DATAPLANE_CONFLICT)
         row = {"addresses": ["set", [" ".join([port.mac, *port.ips])]],
                "external_ids": ["map", sorted([k, v] for k, v in port.tags(owner).items())]}
         if found is not None:

@@ -35,6 +35,7 @@ from typing import Callable, Iterator
 
 from netpeer.core.models import TokenLimits
 from netpeer.errors import ResourceExhausted
+from netpeer.reasons import Reason
 
 #: Token ids whose buckets are kept at most (least recently used go first).
 MAX_TOKENS = 10_000
@@ -106,7 +107,7 @@ class Validation(Budget):
                 raise ResourceExhausted(
                     f"validate_only: this token has a validate-only call in flight and {b.waiting} waiting, the "
                     f"most allowed; nothing was changed; retry in {self.TURN_WAIT:.1f} s",
-                    field="validate_only", value=True, retry_after=self.TURN_WAIT)
+                    field="validate_only", value=True, retry_after=self.TURN_WAIT, reason=Reason.RATE_LIMITED)
             deadline = time.monotonic() + self.TURN_WAIT
             b.waiting += 1
             try:
@@ -118,14 +119,14 @@ class Validation(Budget):
                 raise ResourceExhausted(
                     f"validate_only: this token's earlier validate-only call is still running after "
                     f"{self.TURN_WAIT:.0f} s; nothing was changed; retry in {self.TURN_WAIT:.1f} s",
-                    field="validate_only", value=True, retry_after=self.TURN_WAIT)
+                    field="validate_only", value=True, retry_after=self.TURN_WAIT, reason=Reason.RATE_LIMITED)
             b = self._bucket(key)
             if b.level <= 0:
                 wait = self.wait_for(b.level, 0.0)
                 raise ResourceExhausted(
                     f"validate_only: this token used its share of validation time "
                     f"(limits.validate_only_lock_share = {self.rate:g}); nothing was changed; retry in {wait:.1f} s",
-                    field="validate_only", value=True, retry_after=wait)
+                    field="validate_only", value=True, retry_after=wait, reason=Reason.RATE_LIMITED)
             b.busy = True
 
         def charge(seconds: float) -> None:
@@ -159,7 +160,7 @@ class Disclosure(Budget):
                     f"this token was told of as many such conflicts as allowed "
                     f"(limits.conflict_disclosures_per_minute = {self.rate * 60:g}); nothing was changed; "
                     f"retry in {wait:.1f} s", field="limits.conflict_disclosures_per_minute",
-                    value=self.rate * 60, retry_after=wait)
+                    value=self.rate * 60, retry_after=wait, reason=Reason.RATE_LIMITED)
             if found:
                 b.level -= 1
 

@@ -21,6 +21,7 @@ from typing import Callable, Iterable
 
 from netpeer.core.dataplane import Desired, NetworkState, Stamp, SyncReport
 from netpeer.errors import FailedPrecondition, Unavailable
+from netpeer.reasons import Reason
 
 
 def _shown(state: NetworkState | None):
@@ -73,14 +74,16 @@ class MemoryDataplane:
 
     def _check(self) -> None:
         if self.unreachable:
-            raise Unavailable("memory dataplane: unreachable (test); nothing was changed")
+            raise Unavailable("memory dataplane: unreachable (test); nothing was changed",
+                              reason=Reason.DATAPLANE_UNAVAILABLE)
 
     def sync(self, desired: Desired, stamp: Stamp | None = None, track: bool = False) -> SyncReport:
         self._check()
         with self._lock:
             refused = sorted(self.refuse & set(desired))
             if refused:
-                raise FailedPrecondition(f"memory dataplane: refused network {refused[0]} (test)")
+                raise FailedPrecondition(f"memory dataplane: refused network {refused[0]} (test)",
+                                         reason=Reason.DATAPLANE_REFUSED)
             started = time.perf_counter()
             self.transactions += 1
             if stamp is not None:

@@ -25,6 +25,7 @@ from netpeer.core.models import (Caller, Event, Network, NetworkKey, Peering, Pe
 from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
 from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, OutOfRange,
                             PermissionDenied)
+from netpeer.reasons import Reason as Why
 from netpeer.service import batch, effects, quotas, slots
 from netpeer import __version__
 from netpeer.observe.metrics import NONE, Metrics, NoMetrics
@@ -39,6 +40,15 @@ from netpeer.service.writes import WriteQueue
 from netpeer.store.base import Store, Transaction
 
 LOG = logging.getLogger(__name__)
+
+
+def _network_resource(namespace: str, name: str) -> tuple[str, str]:
+    """(type, name) of a network as the API names it (google.rpc.ResourceInfo)."""
+    return "netpeer.v1.Network", f"namespaces/{namespace}/networks/{name}"
+
+
+def _peering_resource(key: PeeringKey) -> tuple[str, str]:
+    return "netpeer.v1.Peering", f"namespaces/{key.namespace}/networks/{key.network}/peerings/{key.name}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +155,7 @@ class Service:
         validate.name(field, namespace)
         if not caller.may_use(namespace):
             raise PermissionDenied(f"{field}: token does not grant namespace {namespace!r}",
-                                   field=field, value=namespace)
+                                   field=field, value=namespace, reason=Why.NAMESPACE_DENIED)
         return namespace
 
     def _write(self, fn: Callable[[Transaction], tuple[object, set[str]]], validate_only: bool = False,
@@ -221,7 +231,7 @@ class Service:
             if since < oldest - 1:
                 raise OutOfRange(f"since_revision: {since} is older than the oldest change kept ({oldest}); list "
                                  "the resources again and watch from the revision the list answered",
-                                 field="since_revision", value=since)
+                                 field="since_revision", value=since, reason=Why.REVISION_COMPACTED)
             if since > head:
                 raise InvalidArgument.for_field("since_revision", since, f"is ahead of the newest change ({head})")
             events = tx.events_after(namespace, network, since, limit)
@@ -307,7 +317,8 @@ class Service:
         def op(tx: Transaction):
             key = NetworkKey(namespace, name)
             if tx.get_network(key) is not None:
-                raise AlreadyExists(f"network {key} already exists", field="network", value=name)
+                raise AlreadyExists(f"network {key} already exists", field="network", value=name,
+                                    reason=Why.NETWORK_EXISTS, resource=_network_resource(namespace, name))
             quotas.check(tx.count_networks(namespace), self.quotas.networks_per_namespace,
                          f"namespace {namespace!r} has", "networks", "networks_per_namespace")
             now = self.clock()
@@ -327,7 +338,8 @@ class Service:
         with self.store.read() as tx:
             network = tx.get_network(NetworkKey(namespace, name))
             if network is None:
-                raise NotFound(f"network {namespace}/{name} not found", field="network", value=name)
+                raise NotFound(f"network {namespace}/{name} not found", field="network", value=name,
+                               reason=Why.NETWORK_NOT_FOUND, resource=_network_resource(namespace, name))
             return self._view(tx, network)
 
     def list_networks(self, caller: Caller, namespace: str, after: str = "", limit: int = 100) -> list[NetworkView]:
@@ -362,10 +374,12 @@ class Service:
             key = NetworkKey(namespace, name)
             old = tx.get_network(key)
             if old is None:
-                raise NotFound(f"network {key} not found", field="network", value=name)
+                raise NotFound(f"network {key} not found", field="network", value=name,
+                               reason=Why.NETWORK_NOT_FOUND, resource=_network_resource(namespace, name))
             if etag and etag != old.etag:
                 raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r}); re-read and retry",
-                              field="etag", value=etag)
+                              field="etag", value=etag,
+                              reason=Why.ETAG_MISMATCH)
             subnets_, routes_ = validate.prefixes(
                 list(old.subnets) if subnets is None else subnets,
                 list(old.routes) if routes is None else routes)
@@ -384,7 +398,8 @@ class Service:
                     raise FailedPrecondition(
                         f"subnets/routes of {key}: {problems[0]}"
                         + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-                        + "; nothing was changed", field="subnets", value=list(new.subnets))
+                        + "; nothing was changed", field="subnets", value=list(new.subnets),
+                        reason=Why.PREFIX_OVERLAP)
                 tx.put_network(new)
                 # Our rows and every Bound peer's routes towards us, in one transaction.
                 touched = {new.uid} | {p.uid for p in consent.bound_peers(tx, key)}
@@ -403,16 +418,19 @@ class Service:
             key = NetworkKey(namespace, name)
             network = tx.get_network(key)
             if network is None:
-                raise NotFound(f"network {key} not found", field="network", value=name)
+                raise NotFound(f"network {key} not found", field="network", value=name,
+                               reason=Why.NETWORK_NOT_FOUND, resource=_network_resource(namespace, name))
             if etag and etag != network.etag:
-                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {network.etag!r})", field="etag", value=etag)
+                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {network.etag!r})", field="etag", value=etag,
+                              reason=Why.ETAG_MISMATCH)
             peerings = tx.peerings_of(key, limit=10)
             if peerings:
                 count = tx.count_peerings_of(key)
                 listed = ", ".join(p.name for p in peerings) + (" ..." if count > len(peerings) else "")
                 raise FailedPrecondition(
                     f"network {key} is in use by {count} peering(s): {listed}; delete them first",
-                    field="network", value=name)
+                    field="network", value=name, reason=Why.NETWORK_IN_USE,
+                    related={"peerings": ",".join(p.name for p in peerings), "peering_count": str(count)})
             for site in tx.attachments_of(network.uid):
                 tx.release_attachment(network.uid, site)
             tx.delete_network(key)
@@ -485,19 +503,23 @@ class Service:
         def op(tx: Transaction):
             local = tx.get_network(NetworkKey(namespace, network))
             if local is None:
-                raise NotFound(f"network {namespace}/{network} not found", field="network", value=network)
+                raise NotFound(f"network {namespace}/{network} not found", field="network", value=network,
+                               reason=Why.NETWORK_NOT_FOUND, resource=_network_resource(namespace, network))
             if remote_uid and remote_uid == local.uid and not remote_site:
                 raise InvalidArgument.for_field("remote.uid", remote_uid,
                                                 "is the peering's own network; a network cannot peer with itself")
             key = PeeringKey(namespace, network, name)
             if tx.get_peering(key) is not None:
-                raise AlreadyExists(f"peering {key} already exists", field="peering", value=name)
+                raise AlreadyExists(f"peering {key} already exists", field="peering", value=name,
+                                    reason=Why.PEERING_EXISTS, resource=_peering_resource(key))
             remote_key = NetworkKey(remote_namespace, remote_network, remote_site)
             dup = tx.find_peering_to(local.key, remote_key)
             if dup is not None:
                 raise AlreadyExists(
                     f"network {local.key} already has peering {dup.name!r} towards {remote_key}; "
-                    "one peering per remote network", field="remote", value=str(remote_key))
+                    "one peering per remote network", field="remote", value=str(remote_key),
+                    reason=Why.REMOTE_ALREADY_PEERED, related={"peering": dup.name},
+                    resource=_peering_resource(dup.key))
             quotas.check(tx.count_peerings_of(local.key), self.quotas.peerings_per_network,
                          f"network {local.key} has", "peerings", "peerings_per_network")
             quotas.check(tx.count_pending(namespace), self.quotas.pending_peerings_per_namespace,
@@ -531,8 +553,11 @@ class Service:
             p = tx.get_peering(PeeringKey(namespace, network, name))
             if p is None:
                 if tx.get_network(NetworkKey(namespace, network)) is None:
-                    raise NotFound(f"network {namespace}/{network} not found", field="network", value=network)
-                raise NotFound(f"peering {namespace}/{network}/{name} not found", field="peering", value=name)
+                    raise NotFound(f"network {namespace}/{network} not found", field="network", value=network,
+                                   reason=Why.NETWORK_NOT_FOUND, resource=_network_resource(namespace, network))
+                raise NotFound(f"peering {namespace}/{network}/{name} not found", field="peering", value=name,
+                               reason=Why.PEERING_NOT_FOUND,
+                               resource=_peering_resource(PeeringKey(namespace, network, name)))
             return p
 
     def list_peerings(self, caller: Caller, namespace: str, network: str, after: str = "",
@@ -541,7 +566,8 @@ class Service:
         validate.name("network", network)
         with self.store.read() as tx:
             if tx.get_network(NetworkKey(namespace, network)) is None:
-                raise NotFound(f"network {namespace}/{network} not found", field="network", value=network)
+                raise NotFound(f"network {namespace}/{network} not found", field="network", value=network,
+                               reason=Why.NETWORK_NOT_FOUND, resource=_network_resource(namespace, network))
             return tx.peerings_of(NetworkKey(namespace, network), after=after, limit=limit)
 
     def update_peering(self, caller: Caller, namespace: str, network: str, name: str, *,
@@ -563,9 +589,12 @@ class Service:
             key = PeeringKey(namespace, network, name)
             old = tx.get_peering(key)
             if old is None:
-                raise NotFound(f"peering {key} not found", field="peering", value=name)
+                raise NotFound(f"peering {key} not found", field="peering", value=name,
+                               reason=Why.PEERING_NOT_FOUND,
+                               resource=_peering_resource(PeeringKey(namespace, network, name)))
             if etag and etag != old.etag:
-                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag)
+                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag,
+                              reason=Why.ETAG_MISMATCH)
             new = dataclasses.replace(old, description=old.description if description is None else description,
                                       ttl=old.ttl if ttl_ is None else ttl_)
             repin = remote_uid is not None and (remote_uid or None) != old.remote_uid
@@ -573,7 +602,8 @@ class Service:
                 if old.phase == Phase.BOUND:
                     raise FailedPrecondition(
                         f"remote.uid: peering {key} is Bound to {old.remote_uid}; it follows that network already",
-                        field="remote.uid", value=remote_uid)
+                        field="remote.uid", value=remote_uid, reason=Why.PEERING_BOUND,
+                        related={"bound_to": old.remote_uid or ""})
                 if remote_uid == old.network_uid:
                     raise InvalidArgument.for_field("remote.uid", remote_uid, "is the peering's own network; "
                                                     "a network cannot peer with itself")
@@ -599,9 +629,12 @@ class Service:
             key = PeeringKey(namespace, network, name)
             old = tx.get_peering(key)
             if old is None:
-                raise NotFound(f"peering {key} not found", field="peering", value=name)
+                raise NotFound(f"peering {key} not found", field="peering", value=name,
+                               reason=Why.PEERING_NOT_FOUND,
+                               resource=_peering_resource(PeeringKey(namespace, network, name)))
             if etag and etag != old.etag:
-                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag)
+                raise Aborted(f"etag: {_clip(etag)!r} is stale (current {old.etag!r})", field="etag", value=etag,
+                              reason=Why.ETAG_MISMATCH)
             partner = tx.find_peering_to(old.remote_key, old.network_key)
             before = tx.count_pending(namespace)
             # Nothing a withdrawal re-decides is charged or refused to the

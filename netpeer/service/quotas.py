@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from netpeer.core.models import Network, Peering, Phase, Quotas
 from netpeer.errors import ResourceExhausted
+from netpeer.reasons import Reason
 from netpeer.store.base import Transaction
 
 
@@ -14,7 +15,8 @@ def check(used: int, limit: int, whose: str, what: str, key: str, hint: str = "d
     if used >= limit:
         raise ResourceExhausted(
             f"quota: {whose} {used} {what}, the most allowed (quotas.{key} = {limit}); nothing was "
-            f"changed: {hint}, or ask the operator to raise the quota", field=key, value=limit)
+            f"changed: {hint}, or ask the operator to raise the quota", field=key, value=limit,
+                                reason=Reason.QUOTA_EXCEEDED)
 
 
 def check_withdrawal(tx: Transaction, quotas: Quotas, old: Peering, partner: Peering | None, before: int) -> None:
@@ -34,7 +36,7 @@ def check_withdrawal(tx: Transaction, quotas: Quotas, old: Peering, partner: Pee
             f"{namespace!r} {after} Pending or Failed peerings, more than allowed "
             f"(quotas.pending_peerings_per_namespace = {limit}); nothing was changed: delete {after - limit} "
             f"Pending or Failed peering(s) of {namespace!r} first, or ask the operator to raise the quota",
-            field="pending_peerings_per_namespace", value=limit)
+            field="pending_peerings_per_namespace", value=limit, reason=Reason.QUOTA_EXCEEDED)
 
 
 def check_attachment(tx: Transaction, quotas: Quotas, network: Network, site: str) -> None:

@@ -44,6 +44,7 @@ from netpeer.core import consent, sides, validate
 from netpeer.core.models import Network, NetworkKey, Peering, Phase, utcnow
 from netpeer.core.sides import Sync
 from netpeer.errors import InvalidArgument, NetpeerError, PermissionDenied, ResourceExhausted, Unavailable
+from netpeer.reasons import Reason
 from netpeer.service import effects, quotas, sitelog
 from netpeer.store.base import Transaction
 
@@ -182,7 +183,7 @@ class SiteLinks:
         if site not in self.capacity:
             raise PermissionDenied(f"site: {site!r} is not linked to site {self.here} (no [sites.{site}] in its "
                                    "configuration): the link must be configured on both sides", field="site",
-                                   value=site)
+                                   value=site, reason=Reason.SITE_DENIED)
 
     def status(self) -> list[LinkStatus]:
         """Every link's status, with what the store says of its changes."""
@@ -271,14 +272,15 @@ class SiteLinks:
         if wait > 0:
             raise Unavailable(f"remote.site: network {network.key}'s transit port towards site {site} was removed "
                               f"a moment ago and is not made again within {self.REATTACH_HOLD:g} s "
-                              f"(docs/cross-site.md); nothing was changed; retry in {wait:.1f} s")
+                              f"(docs/cross-site.md); nothing was changed; retry in {wait:.1f} s",
+                              reason=Reason.UNAVAILABLE)
         quotas.check_attachment(tx, self.service.quotas, network, site)
         slot = tx.attach(network_uid, site)
         if slot >= self.capacity[site]:
             raise ResourceExhausted(f"remote.site: the link with site {site} has room for {self.capacity[site]} "
                                     f"networks of this site and all are attached; nothing was changed: ask the "
                                     f"operator for a larger sites.{site}.transit_ipv4 block",
-                                    field="remote.site", value=site)
+                                    field="remote.site", value=site, reason=Reason.SITE_LINK_FULL)
         return slot
 
     def released(self, pairs: Iterable[tuple[str, str]]) -> None:
@@ -408,7 +410,8 @@ class SiteLinks:
                 raise ConnectionError("no transport")
             theirs = self.transport(site, mine)
             if theirs.site != site:
-                raise PermissionDenied(f"site {site}'s endpoint answered as site {theirs.site!r}")
+                raise PermissionDenied(f"site {site}'s endpoint answered as site {theirs.site!r}",
+                                       reason=Reason.SITE_DENIED)
         except Exception as exc:   # unreachable, refused, or a bad answer: all the same to consent
             message = exc.message if isinstance(exc, NetpeerError) else (str(exc) or type(exc).__name__)
             if self._record(site, False, message.splitlines()[0][:300]):

@@ -22,6 +22,7 @@ from typing import Callable, Iterable
 from netpeer.core import validate
 from netpeer.core.models import Caller, Token
 from netpeer.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
+from netpeer.reasons import Reason
 from netpeer.store.base import Store
 
 TOKEN_PREFIX = "np"
@@ -56,17 +57,19 @@ class Tokens:
     def authenticate(self, token: str | None) -> Caller:
         """The caller a bearer token stands for."""
         if not token:
-            raise Unauthenticated("missing credentials: pass a token (--token-file, --token or NETPEER_TOKEN)")
+            raise Unauthenticated("missing credentials: pass a token (--token-file, --token or NETPEER_TOKEN)",
+                                  reason=Reason.TOKEN_MISSING)
         parsed = parse(token)
         if parsed is None:
-            raise Unauthenticated("invalid token")
+            raise Unauthenticated("invalid token", reason=Reason.TOKEN_INVALID)
         with self.store.read() as tx:
             stored = tx.get_token(parsed[0])
         expected = stored.secret_hash if stored else _NO_SUCH_TOKEN
         if not hmac.compare_digest(expected, hash_secret(parsed[1])) or stored is None:
-            raise Unauthenticated("invalid token")
+            raise Unauthenticated("invalid token", reason=Reason.TOKEN_INVALID)
         if stored.expired(self.clock()):
-            raise Unauthenticated(f"token {stored.token_id} expired at {_fmt(stored.expires_at)}; ask for a new one")
+            raise Unauthenticated(f"token {stored.token_id} expired at {_fmt(stored.expires_at)}; ask for a new one",
+                                  reason=Reason.TOKEN_EXPIRED)
         return Caller(stored.token_id, stored.namespaces, stored.admin)
 
     def bootstrap_admin(self, token: str) -> None:
@@ -85,7 +88,7 @@ class Tokens:
     def create(self, caller: Caller, namespaces: Iterable[str], description: str = "",
                ttl: timedelta | None = None) -> tuple[str, Token]:
         if not caller.admin:
-            raise PermissionDenied("only an admin token may create tokens")
+            raise PermissionDenied("only an admin token may create tokens", reason=Reason.ADMIN_REQUIRED)
         nss = list(namespaces)
         if not nss:
             raise InvalidArgument.for_field("namespaces", "[]", "must list at least one namespace")
@@ -103,14 +106,14 @@ class Tokens:
 
     def list(self, caller: Caller) -> list[Token]:
         if not caller.admin:
-            raise PermissionDenied("only an admin token may list tokens")
+            raise PermissionDenied("only an admin token may list tokens", reason=Reason.ADMIN_REQUIRED)
         with self.store.read() as tx:
             return tx.list_tokens()
 
     def revoke(self, caller: Caller, token_or_id: str) -> Token:
         """Revokes a token given by its id or as a whole; the revoked token."""
         if not caller.admin:
-            raise PermissionDenied("only an admin token may revoke tokens")
+            raise PermissionDenied("only an admin token may revoke tokens", reason=Reason.ADMIN_REQUIRED)
         value = (token_or_id or "").strip()
         parsed = parse(value)
         token_id = parsed[0] if parsed else value
@@ -121,7 +124,7 @@ class Tokens:
             stored = tx.get_token(token_id)
             if stored is None:
                 raise NotFound(f"token: {token_id!r} not found (see `netpeer token list`)", field="token",
-                               value=token_id)
+                               value=token_id, reason=Reason.TOKEN_NOT_FOUND)
             if stored.admin:
                 raise InvalidArgument.for_field(
                     "token", token_id, "is the admin token of the configuration: rotate it by replacing "

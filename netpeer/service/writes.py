@@ -22,6 +22,7 @@ from netpeer.core.dataplane import WAITS_FOR_DATAPLANE, Dataplane, NetworkState,
 from netpeer.errors import Unavailable
 from netpeer.observe.metrics import NONE, Metrics, NoMetrics
 from netpeer.core.models import NetworkKey, PeeringKey
+from netpeer.reasons import Reason
 from netpeer.store.base import Store, Transaction
 
 #: What a write does inside its transaction: (its result, uids to re-program).
@@ -148,7 +149,7 @@ class WriteQueue:
         """Runs ``fn`` as one write; its result, or the error it (or the
         dataplane) raised. ``weight``: how many writes ``fn`` stands for."""
         if self._held is not None:
-            raise Unavailable(self._held)
+            raise Unavailable(self._held, reason=Reason.UNAVAILABLE)
         op = _Pending(fn, weight)
         with self._pending_lock:
             self._pending.append(op)
@@ -191,7 +192,7 @@ class WriteQueue:
         touched (validate-only calls). It lets the writes queued when it
         comes go first (for up to ``YIELD_WAIT``)."""
         if self._held is not None:
-            raise Unavailable(self._held)
+            raise Unavailable(self._held, reason=Reason.UNAVAILABLE)
         deadline = time.monotonic() + self.YIELD_WAIT
         with self._pending_lock:
             while self._pending and self._drained.wait(max(0.0, deadline - time.monotonic())):

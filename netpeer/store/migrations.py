@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from netpeer.errors import FailedPrecondition
+from netpeer.reasons import Reason
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,5 +248,6 @@ def pending(current: int, where: str) -> list[Migration]:
     if current > LATEST:
         raise FailedPrecondition(
             f"store {where} has schema version {current}; this netpeer understands up to {LATEST}: "
-            "run a newer netpeer (or restore a backup made by this version)", field="store", value=where)
+            "run a newer netpeer (or restore a backup made by this version)", field="store", value=where,
+                                 reason=Reason.STORE_INCOMPATIBLE)
     return [m for m in MIGRATIONS if m.version > current]

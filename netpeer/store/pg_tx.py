@@ -15,6 +15,7 @@ from typing import Iterator
 import psycopg
 
 from netpeer.errors import Unavailable
+from netpeer.reasons import Reason
 from netpeer.store.codec import NET_COLS, PEER_COLS, TOKEN_COLS, us
 from netpeer.store.sql import SqlTx
 
@@ -54,7 +55,7 @@ class PgTx(SqlTx):
             return self._db.execute(sql, args)
         except psycopg.OperationalError as exc:
             line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise Unavailable(f"store {self._where} does not answer: {line}") from None
+            raise Unavailable(f"store {self._where} does not answer: {line}", reason=Reason.STORE_UNAVAILABLE) from None
 
     def _q(self, sql: str, args=()):
         return self.execute(placeholders(sql), args) if args else self.execute(sql)

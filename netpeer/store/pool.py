@@ -21,6 +21,7 @@ import time
 from typing import Callable, Generic, TypeVar
 
 from netpeer.errors import Unavailable
+from netpeer.reasons import Reason
 
 C = TypeVar("C")
 
@@ -52,7 +53,7 @@ class Pool(Generic[C]):
         with self._cond:
             while True:
                 if self._closed:
-                    raise Unavailable(f"{self._where} is closed")
+                    raise Unavailable(f"{self._where} is closed", reason=Reason.STORE_UNAVAILABLE)
                 if self._idle:
                     db = self._idle.pop()[0]
                     self._busy.append(db)
@@ -65,7 +66,7 @@ class Pool(Generic[C]):
                 left = deadline - self._clock()
                 if left <= 0:
                     raise Unavailable(f"{self._where}: all {self.maximum} read connections stayed busy for "
-                                      f"{self.wait:g}s; retry")
+                                      f"{self.wait:g}s; retry", reason=Reason.STORE_UNAVAILABLE)
                 self._cond.wait(left)
         self._close_all(stale)
         if db is not None:
@@ -86,7 +87,7 @@ class Pool(Generic[C]):
                 closed = False
         if closed:
             self._close_all([db])
-            raise Unavailable(f"{self._where} is closed")
+            raise Unavailable(f"{self._where} is closed", reason=Reason.STORE_UNAVAILABLE)
         return db
 
     def give(self, db: C, broken: bool = False) -> None:

@@ -32,6 +32,7 @@ from typing import Iterator
 import psycopg
 
 from netpeer.errors import FailedPrecondition, InvalidArgument, Unavailable
+from netpeer.reasons import Reason
 from netpeer.store import migrations
 from netpeer.store.interface import Store, Transaction
 from netpeer.store.pg_tx import PgTx
@@ -89,7 +90,8 @@ class PostgresStore(Store):
             raise InvalidArgument.for_field("store", self.where, f"is not a usable PostgreSQL URL: "
                                             f"{_first_line(exc)}") from None
         except psycopg.OperationalError as exc:
-            raise Unavailable(f"store: cannot connect to {self.where}: {_first_line(exc)}") from None
+            raise Unavailable(f"store: cannot connect to {self.where}: {_first_line(exc)}",
+                              reason=Reason.STORE_UNAVAILABLE) from None
 
     def _writer(self) -> psycopg.Connection:
         if self._db.closed or self._db.broken:
@@ -122,7 +124,7 @@ class PostgresStore(Store):
                     raise FailedPrecondition(
                         f"store {self.where} has schema version {self._version(db)}, this netpeer needs "
                         f"{migrations.LATEST}: run `netpeer db upgrade --config FILE`", field="store",
-                        value=self.where)
+                        value=self.where, reason=Reason.STORE_INCOMPATIBLE)
                 for m in todo:
                     with db.transaction():
                         db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
@@ -136,7 +138,7 @@ class PostgresStore(Store):
                                    "DO UPDATE SET value = EXCLUDED.value", (str(m.version),))
                     done.append(m.version)
             except psycopg.OperationalError as exc:
-                raise Unavailable(f"store {self.where}: {_first_line(exc)}") from None
+                raise Unavailable(f"store {self.where}: {_first_line(exc)}", reason=Reason.STORE_UNAVAILABLE) from None
         return done
 
     @property
@@ -219,7 +221,7 @@ class PostgresStore(Store):
             with contextlib.suppress(psycopg.Error):
                 db.execute("ROLLBACK")
             raise Unavailable("another netpeerd replica holds the write lock for too long (lock_timeout); "
-                              "nothing was changed: retry") from None
+                              "nothing was changed: retry", reason=Reason.STORE_UNAVAILABLE) from None
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
 
@@ -249,12 +251,12 @@ class PostgresStore(Store):
             if status == "committed":
                 return
             raise Unavailable(f"store {self.where}: the transaction was not committed "
-                              f"({_first_line(lost)}); nothing was changed")
+                              f"({_first_line(lost)}); nothing was changed", reason=Reason.STORE_UNAVAILABLE)
         raise Unavailable(f"store {self.where} went away while committing ({_first_line(lost)}); "
-                          "the write may or may not have been kept: read it back")
+                          "the write may or may not have been kept: read it back", reason=Reason.OUTCOME_UNKNOWN)
 
     def _unavailable(self, exc: Exception) -> Unavailable:
-        return Unavailable(f"store {self.where} does not answer: {_first_line(exc)}")
+        return Unavailable(f"store {self.where} does not answer: {_first_line(exc)}", reason=Reason.STORE_UNAVAILABLE)
 
     # ------------------------------------------------------------ replicas
     def claim_owner(self, owner: str) -> None:
@@ -266,7 +268,8 @@ class PostgresStore(Store):
         if recorded != owner:
             raise FailedPrecondition(
                 f"owner: {owner!r} differs from the owner {recorded!r} that the other replicas of store "
-                f"{self.where} use: every replica needs the same owner", field="owner", value=owner)
+                f"{self.where} use: every replica needs the same owner", field="owner", value=owner,
+                                     reason=Reason.STORE_INCOMPATIBLE)
 
     def close(self) -> None:
         with self._lock:

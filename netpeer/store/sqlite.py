@@ -20,6 +20,7 @@ import threading
 from typing import Iterator
 
 from netpeer.errors import FailedPrecondition
+from netpeer.reasons import Reason
 from netpeer.store import migrations
 from netpeer.store.codec import NET_COLS, PEER_COLS, TOKEN_COLS
 from netpeer.store.codec import network_values as _network_values  # noqa: F401  (its name before codec.py)
@@ -87,7 +88,8 @@ class SqliteStore(Store):
             if todo and not apply:
                 raise FailedPrecondition(
                     f"store {self.where} has schema version {self.schema_version()}, this netpeer needs "
-                    f"{migrations.LATEST}: run `netpeer db upgrade --config FILE`", field="store", value=self.where)
+                    f"{migrations.LATEST}: run `netpeer db upgrade --config FILE`", field="store", value=self.where,
+                                         reason=Reason.STORE_INCOMPATIBLE)
             for m in todo:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import grpc
 import pytest
 from google.protobuf import duration_pb2, field_mask_pb2
+from google.rpc import error_details_pb2
+
+from netpeer.api.errors import details as status_details
 
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
@@ -126,4 +129,18 @@ def test_bad_input(seeded, case):
     assert "\n" not in message
     assert message.startswith(field) or f"{field}:" in message or f"{field} " in message, message
     assert value in message, message
+    # A program finds the same in the details, the standard way (google.rpc.Status), without reading the message.
+    details = {}
+    for item in status_details(err):
+        for kind in (error_details_pb2.ErrorInfo, error_details_pb2.BadRequest, error_details_pb2.ResourceInfo):
+            if item.Is(kind.DESCRIPTOR):
+                details[kind.__name__] = kind()
+                item.Unpack(details[kind.__name__])
+    info = details["ErrorInfo"]
+    assert info.domain == "netpeer.dev" and info.reason.isupper(), info
+    assert info.metadata["field"] == field and value in info.metadata.get("value", "").replace("\x00", "\\x00"), info
+    if code == INVALID:
+        assert [(v.field, v.reason) for v in details["BadRequest"].field_violations] == [(field, info.reason)]
+    if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS):
+        assert details["ResourceInfo"].resource_name.endswith(f"/networks/{value}"), details["ResourceInfo"]
     assert snapshot(d) == before

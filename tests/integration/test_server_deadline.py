@@ -70,13 +70,13 @@ def call_late(caplog, answer) -> tuple[list, list]:
 
 
 def test_an_answer_to_a_caller_that_gave_up_ends_the_call_quietly(caplog):
-    ended, errors = call_late(caplog, lambda context: abort(context, grpc.StatusCode.DEADLINE_EXCEEDED,
-                                                             "deadline exceeded before the call ran", ()))
+    ended, errors = call_late(caplog, lambda context: abort(context, (grpc.StatusCode.DEADLINE_EXCEEDED,
+                                                             "deadline exceeded before the call ran", ()), ()))
     assert ended == ["CancelledError"] and errors == [], (ended, errors)
 
 
 def test_an_error_set_for_a_caller_that_gave_up_ends_the_call_quietly(caplog):
     async def answer(context):
-        intake.fail(context, grpc.StatusCode.INVALID_ARGUMENT, "name: 'x' is not a network", ())
+        intake.fail(context, (grpc.StatusCode.INVALID_ARGUMENT, "name: 'x' is not a network", ()), ())
     ended, errors = call_late(caplog, answer)
     assert ended == ["returned"] and errors == [], (ended, errors)

@@ -31,6 +31,7 @@ import grpc
 from netpeer import errors
 from netpeer.api.client import Client, never_reached
 from netpeer.api.errors import code_for
+from netpeer.reasons import Reason
 from tests.linearizability.history import History, now
 
 #: Prefix sets a network takes: (subnets, routes). 10.0.0.0/23 overlaps the
@@ -150,9 +151,9 @@ class RecordingClient(Client):
         self.failed_at = None
         return super()._call(method, request)
 
-    def _error(self, exc: grpc.RpcError, endpoint: str):
+    def _error(self, exc: grpc.RpcError, endpoint: str, method: str):
         self.failed_at = endpoint
-        error = super()._error(exc, endpoint)
+        error = super()._error(exc, endpoint, method)
         trailer = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
         # A deadline is never taken as an answer: the call may have run after it.
         error.answered = "x-request-id" in trailer and exc.code() == grpc.StatusCode.UNAVAILABLE
@@ -170,7 +171,7 @@ def outcome_of(exc: errors.NetpeerError) -> tuple[str, str]:
     code = code_for(exc).name if type(exc) is not errors.NetpeerError else exc.message.split(":")[0]
     if isinstance(exc, errors.Unavailable):
         sure = getattr(exc, "not_sent", False) or (getattr(exc, "answered", False)
-                                                  and "may or may not" not in exc.message)
+                                                  and exc.reason != Reason.OUTCOME_UNKNOWN)
         return ("fail" if sure else "info"), "UNAVAILABLE"
     return "fail", code
 

@@ -3,12 +3,15 @@
 Every error is one line for the user: what failed, the field and value,
 what to do. Faces map the classes to their engine (Pulumi: the exception
 message; OpenTofu: a diagnostic on ``path``). Service refusals keep the
-service's error as ``cause`` so a face can tell a conflict from a denial.
+service's error as ``cause`` so a face can tell a conflict from a denial:
+faces decide on its ``reason`` (``netpeer.reasons``) and ``field``, never
+on its message, whose words netpeerd may change.
 """
 
 from __future__ import annotations
 
 from netpeer import errors as service_errors
+from netpeer.reasons import Reason
 
 from netpeer_provider.core import schema
 from netpeer_provider.core.schema import Field
@@ -102,9 +105,9 @@ class Terms:
 
 def is_peering_conflict(exc: service_errors.NetpeerError) -> bool:
     """The service says a peering of that name exists (not: another towards the same remote)."""
-    return isinstance(exc, service_errors.AlreadyExists) and exc.message.startswith("peering ")
+    return exc.reason == Reason.PEERING_EXISTS
 
 
 def is_remote_conflict(exc: service_errors.NetpeerError) -> bool:
     """The service says the network already has a peering towards that remote (one per remote)."""
-    return isinstance(exc, service_errors.AlreadyExists) and "one peering per remote network" in exc.message
+    return exc.reason == Reason.REMOTE_ALREADY_PEERED

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 
 from netpeer import errors as service_errors
 from netpeer.core import validate
+from netpeer.reasons import Reason
 
 from netpeer_provider.core import peering as peering_
 from netpeer_provider.core import schema
@@ -324,9 +325,9 @@ def delete(session: Session, id_: str, props: Mapping[str, Any], *, in_use_wait:
             try:
                 return c.delete_network(nid.namespace, nid.name)
             except service_errors.FailedPrecondition as exc:
-                if "in use by" not in exc.message or clock() >= deadline:
+                if exc.reason != Reason.NETWORK_IN_USE or clock() >= deadline:
                     raise
-                session.report(f"network {nid.namespace}/{nid.name}: waiting for its peerings to go ({exc.message})")
+                session.report(f"network {nid.namespace}/{nid.name}: waiting for its peerings to go ({exc.line()})")
                 sleep(0.5)
     try:
         session.call(f"deleting network {id_}", run)
@@ -364,7 +365,7 @@ def sync_inline(session: Session, c, ns: str, network: str, old: list[dict], new
                                  q.get("remote_uid"), ttl, q.get("description") or "",
                                  remote_site=q.get("remote_site") or "")
         except service_errors.NetpeerError as exc:
-            where = f"network {ns}/{network}: peerings[{name}]: {exc.message}"
+            where = f"network {ns}/{network}: peerings[{name}]: {exc.line()}"
             if is_peering_conflict(exc):
                 raise Conflict(f"{where}; {session.terms.both_ways()}: remove one of the two declarations", exc,
                                path=f"peerings[{name}]") from None

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from netpeer import errors as service_errors
 from netpeer.core import validate
+from netpeer.reasons import Reason
 
 from netpeer_provider.core import schema
 from netpeer_provider.core.errors import (Conflict, NotBound, ProviderError, ServiceError, is_peering_conflict,
@@ -296,7 +297,7 @@ def update_half(c, pid: PeeringId, args: dict[str, Any], validate_only: bool = F
         return c.update_peering(pid.namespace, pid.network, pid.name, **args, validate_only=validate_only)
     except service_errors.FailedPrecondition as exc:
         # Clearing the pin of a Bound peering: it keeps following its partner, nothing to do.
-        if args.get("remote_uid") == "" and "is Bound to" in exc.message:
+        if args.get("remote_uid") == "" and exc.reason == Reason.PEERING_BOUND:
             return c.update_peering(pid.namespace, pid.network, pid.name, description=args["description"],
                                     ttl=args["ttl"], validate_only=validate_only)
         raise

@@ -165,7 +165,7 @@ class Session:
             except service_errors.NetpeerError as exc:
                 if isinstance(exc, service_errors.Unavailable):
                     CLIENTS.drop(self.settings, client)
-                raise ServiceError(f"{what}: {exc.message}", exc) from None
+                raise ServiceError(f"{what}: {exc.line()}", exc) from None
 
     def report(self, line: str) -> None:
         """Hands a progress line to the face, if it wants them."""
