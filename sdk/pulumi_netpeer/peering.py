@@ -78,6 +78,8 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
     """When a Pending or Failed peering will be deleted; unset while Bound."""
     ttl: pulumi.Output[str]
     description: pulumi.Output[str]
+    wait_for_bound: pulumi.Output[float]
+    wait_for_programmed: pulumi.Output[Optional[bool]]
 
     def __init__(self, resource_name: str, args: Optional[NetworkPeeringArgs] = None,
                  opts: Optional[pulumi.ResourceOptions] = None, *,

@@ -17,7 +17,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.proto import engine_pb2, engine_pb2_grpc, provider_pb2, provider_pb2_grpc, status_pb2
 
 
-class ProviderError(Exception):
+class CallFailed(Exception):
     """A failed call: its one-line ``details``, its status ``code`` and, for a
     partial failure, the ``ErrorResourceInitFailed`` the engine would record."""
 
@@ -27,7 +27,7 @@ class ProviderError(Exception):
 
 
 def call(stub, method: str, request):
-    """One call of a provider's gRPC method; a failure as ``ProviderError``."""
+    """One call of a provider's gRPC method; a failure as ``CallFailed``."""
     try:
         return getattr(stub, method)(request, timeout=120)
     except grpc.RpcError as exc:
@@ -37,7 +37,7 @@ def call(stub, method: str, request):
                 for detail in status_pb2.Status.FromString(value).details:
                     init_failed = provider_pb2.ErrorResourceInitFailed()
                     detail.Unpack(init_failed)
-        raise ProviderError(exc.details(), exc.code(), init_failed) from None
+        raise CallFailed(exc.details(), exc.code(), init_failed) from None
 
 
 class FakeEngine(engine_pb2_grpc.EngineServicer):

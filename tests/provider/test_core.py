@@ -65,6 +65,14 @@ def test_schema_is_complete_and_walkable():
     # remote_uid is not among them: a changed or cleared pin re-pins in place.
     assert [f.name for f in schema.NETWORK_PEERING.replacing()] == \
         ["namespace", "network", "name", "remote_namespace", "remote_network", "remote_site"]
+    # What the core's diffs, outputs and checks read from the roles.
+    assert [f.name for f in schema.NETWORK.updatable()] == ["subnets", "routes", "description", "peerings"]
+    assert [f.name for f in schema.NETWORK_PEERING.updatable()] == \
+        ["remote_uid", "ttl", "description", "wait_for_bound", "wait_for_programmed"]
+    assert [f.name for f in schema.NETWORK.echoed()] == ["name", "namespace", "subnets", "routes", "description"]
+    assert "remote_uid" not in {f.name for f in schema.NETWORK_PEERING.echoed()}   # pinned_remote_uid keeps it
+    assert [f.name for f in schema.NETWORK_PEERING.status()] == \
+        ["phase", "reason", "message", "network_uid", "last_phase_transition_time", "expires_at"]
     # Network.peerings: declarations in, status out (two fields, one name).
     assert schema.NETWORK.field("peerings").type.items.name == "InlinePeering"
     assert schema.NETWORK.field("peerings", output=True).type.items.name == "PeeringStatus"

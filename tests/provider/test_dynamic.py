@@ -15,7 +15,7 @@ from pulumi.runtime.rpc import UNKNOWN
 
 from netpeer_provider import NetworkPeeringProvider, NetworkProvider
 from netpeer_provider.common import known
-from tests.provider.dynamic_server import DynamicServer, ProviderError
+from tests.provider.dynamic_server import CallFailed, DynamicServer
 
 NP, PP = NetworkProvider(), NetworkPeeringProvider()
 
@@ -107,11 +107,11 @@ def test_inline_peerings_and_conflict(dynamic, netpeerd):
                                                     "remote_network": "net-b"}]})
     assert net["peerings"][0]["phase"] == "Bound" and net["peered_networks"][0]["name"] == "net-b"
     # The same peering as a separate resource is refused, clearly.
-    with pytest.raises(ProviderError, match="managed either inline .* or as a NetworkPeering"):
+    with pytest.raises(CallFailed, match="managed either inline .* or as a NetworkPeering"):
         dynamic.create(PP, {"network": "net-a", "name": "to-b", "remote_namespace": "team-b",
                             "remote_network": "net-b", "description": "", "wait_for_bound": 0})
     # A network whose inline peerings fail is not left behind.
-    with pytest.raises(ProviderError, match="one peering per remote network"):
+    with pytest.raises(CallFailed, match="one peering per remote network"):
         dynamic.create(NP, {"name": "net-x", "subnets": ["10.3.0.0/24"], "routes": [], "description": "",
                             "peerings": [{"name": "p1", "remote_network": "net-a"},
                                          {"name": "p2", "remote_network": "net-a"}]})
@@ -128,7 +128,7 @@ def test_service_errors_are_one_line(dynamic, netpeerd):
     configure(dynamic, netpeerd, "team-a")
     dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "",
                         "peerings": []})
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(CallFailed) as info:
         dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "",
                             "peerings": []})
     assert "network team-a/net-a already exists" in str(info.value)
@@ -139,7 +139,7 @@ def test_errors_are_one_line_with_the_service_code(dynamic, netpeerd):
     configure(dynamic, netpeerd, "team-a")
     net = {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "", "peerings": []}
     dynamic.create(NP, net)
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(CallFailed) as info:
         dynamic.create(NP, net)
     # Not "Exception calling application: ...", and a code telling the engine nothing was done.
     assert str(info.value) == "creating network net-a: network team-a/net-a already exists"
@@ -168,7 +168,7 @@ def test_error_on_not_bound_fails_and_records_the_peering(dynamic, netpeerd):
                        "netpeer:errorOnNotBound": "true"})
     dynamic.create(NP, {"name": "net-a", "subnets": ["10.1.0.0/24"], "routes": [], "description": "",
                         "peerings": []})
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(CallFailed) as info:
         dynamic.create(PP, {"network": "net-a", "name": "to-b", "remote_namespace": "team-b",
                             "remote_network": "net-b", "description": "", "wait_for_bound": 1})
     assert str(info.value).endswith("the peering is kept (netpeer:errorOnNotBound is true)")
@@ -196,7 +196,7 @@ def test_preview_asks_the_service_and_warns_on_failed(dynamic, netpeerd):
         "peering team-a/net-a/to-b would be Failed (OverlappingPrefixes): ")
     assert netpeerd.client(netpeerd.token("team-a")).list_peerings("team-a", "net-a") == []
     # A refused input fails the preview, in one line.
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(CallFailed) as info:
         dynamic.create(NP, {**net, "namespace": "team-z"}, preview=True)
     assert info.value.code == grpc.StatusCode.PERMISSION_DENIED and "\n" not in str(info.value)
 
@@ -215,7 +215,7 @@ def test_replacement_refused_in_diff_with_per_field_diffs(dynamic, netpeerd):
     d = dynamic.diff(NP, net_id, outs, {**net, "description": "x"})
     assert d.hasDetailedDiff and dict(d.detailedDiff) == {
         "description": provider_pb2.PropertyDiff(kind=provider_pb2.PropertyDiff.ADD, inputDiff=True)}
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(CallFailed) as info:
         dynamic.diff(NP, net_id, outs, {**net, "namespace": "team-z"})
     assert str(info.value).startswith("replacing network team-a/net-a: ") and "team-z" in str(info.value)
     assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
@@ -223,7 +223,7 @@ def test_replacement_refused_in_diff_with_per_field_diffs(dynamic, netpeerd):
 
 def test_import_of_a_missing_id_names_it(dynamic, netpeerd):
     configure(dynamic, netpeerd, "team-a")
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(CallFailed) as info:
         dynamic.read(NP, "namespaces/team-a/networks/nope", {})
     assert str(info.value).startswith("importing network namespaces/team-a/networks/nope: it does not exist")
 

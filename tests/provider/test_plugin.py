@@ -16,7 +16,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.proto import engine_pb2, provider_pb2, provider_pb2_grpc
 
 from netpeer_provider.plugin import schema_json
-from tests.provider.dynamic_server import FakeEngine, ProviderError, call
+from tests.provider.dynamic_server import CallFailed, FakeEngine, call
 from tests.support import ROOT
 
 NET = "urn:pulumi:dev::p::netpeer:index:Network::net-a"
@@ -148,7 +148,7 @@ def test_schema_and_lifecycle_through_the_plugin(plugin, netpeerd):
     assert set(d.detailedDiff) == {"description"}
     d = plugin.diff(PEER, pid, p, {**props, "remoteUid": "00000000-0000-4000-8000-000000000000"})
     assert list(d.replaces) == [] and d.detailedDiff["remoteUid"].kind == provider_pb2.PropertyDiff.ADD
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(CallFailed) as info:
         plugin.diff(NET, net_id, net, {"name": "net-a", "namespace": "team-z", "subnets": ["10.1.0.0/24"]})
     assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
     assert str(info.value).startswith("replacing network team-a/net-a: ")
@@ -163,7 +163,7 @@ def test_schema_and_lifecycle_through_the_plugin(plugin, netpeerd):
     # Import: no properties at all; a missing id is named.
     iid, imported, iin = plugin.read(NET, net_id)
     assert iid == net_id and iin["subnets"] == ["10.1.0.0/24"] and imported["peeredNetworks"][0]["name"] == "net-b"
-    with pytest.raises(ProviderError, match=r"^importing network namespaces/team-a/networks/nope: it does not"):
+    with pytest.raises(CallFailed, match=r"^importing network namespaces/team-a/networks/nope: it does not"):
         plugin.read(NET, "namespaces/team-a/networks/nope")
 
     plugin.delete(PEER, pid, updated)
@@ -175,11 +175,11 @@ def test_schema_and_lifecycle_through_the_plugin(plugin, netpeerd):
 def test_plugin_errors_and_partial_failures(plugin, netpeerd):
     plugin.configure(endpoint=netpeerd.endpoint, token=netpeerd.token("team-a"), errorOnNotBound="true")
     plugin.create(NET, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(CallFailed) as info:
         plugin.create(NET, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
     assert str(info.value) == "creating network net-a: network team-a/net-a already exists"
     assert info.value.code == grpc.StatusCode.ALREADY_EXISTS
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(CallFailed) as info:
         plugin.create(PEER, {"network": "net-a", "name": "to-b", "remoteNamespace": "team-b",
                              "remoteNetwork": "net-b", "waitForBound": 1})
     assert str(info.value).endswith("(netpeer:errorOnNotBound is true)")

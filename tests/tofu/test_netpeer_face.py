@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from netpeer_provider.core import schema as cs
-from netpeer_provider.tofu import UNKNOWN, ProviderError, mapping
+from netpeer_provider.tofu import UNKNOWN, TofuError, mapping
 from netpeer_provider.tofu.netpeer import NetpeerProvider
 
 PROVIDER = NetpeerProvider()
@@ -151,7 +151,7 @@ def test_a_missing_setting_is_one_line_saying_where_to_set_it(monkeypatch):
     provider = NetpeerProvider()
     provider.configure({"endpoint": "unix:///nowhere.sock", "token": None, "ca_cert": None, "client_cert": None,
                         "client_key": None}, "1.12.6")
-    with pytest.raises(ProviderError) as exc:
+    with pytest.raises(TofuError) as exc:
         provider.resource("netpeer_network").create(
             {**config_of(NETWORK, name="net-a", subnets=["10.1.0.0/24"]), "routes": [], "description": ""}, {})
     [d] = exc.value.diagnostics

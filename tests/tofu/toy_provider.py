@@ -8,13 +8,13 @@ import os
 import uuid
 from pathlib import Path
 
-from netpeer_provider.tofu import (NUMBER, STRING, Attribute, DataSource, Provider, ProviderError, Resource,
-                                   Schema, error, map_of, warn, warning)
+from netpeer_provider.tofu import (NUMBER, STRING, Attribute, DataSource, Provider, Resource,
+                                   Schema, TofuError, error, map_of, warn, warning)
 
 
 def _store(provider: ToyProvider) -> Path:
     if provider.store is None:
-        raise ProviderError("the provider is not configured", "set `store` in the provider block")
+        raise TofuError("the provider is not configured", "set `store` in the provider block")
     return provider.store
 
 
@@ -52,7 +52,7 @@ class Toy(Resource):
     def create(self, planned, config):
         for f in _store(self.provider).glob("*.json"):
             if json.loads(f.read_text())["name"] == planned["name"]:
-                raise ProviderError("name already taken", f"a toy named {planned['name']!r} exists", "name")
+                raise TofuError("name already taken", f"a toy named {planned['name']!r} exists", "name")
         return self._write({**planned, "id": uuid.uuid4().hex[:12], "serial": 1})
 
     def read(self, state):
@@ -69,7 +69,7 @@ class Toy(Resource):
 
     def import_state(self, id):
         if not self._path(id).exists():
-            raise ProviderError("cannot import", f"no toy with id {id!r}")
+            raise TofuError("cannot import", f"no toy with id {id!r}")
         return {"id": id}
 
 
@@ -86,7 +86,7 @@ class ToyData(DataSource):
             obj = json.loads(f.read_text())
             if obj["name"] == config["name"]:
                 return {"name": obj["name"], "value": obj["value"], "id": obj["id"]}
-        raise ProviderError("no such toy", f"no toy named {config['name']!r}", "name")
+        raise TofuError("no such toy", f"no toy named {config['name']!r}", "name")
 
 
 class ToyProvider(Provider):
@@ -104,6 +104,6 @@ class ToyProvider(Provider):
             return
         self.store = Path(store)
         if not self.store.is_dir():
-            raise ProviderError("store is not a directory", str(self.store), "store")
+            raise TofuError("store is not a directory", str(self.store), "store")
         if config["store"] is None:
             warn("store taken from TOY_STORE")

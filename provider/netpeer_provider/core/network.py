@@ -28,6 +28,10 @@ INLINE_KEYS = tuple(f.name for f in schema.INLINE_PEERING.fields)
 # Changing any of these makes an inline peering another one: withdraw, then declare
 # (a changed remote_uid re-pins the same peering in place).
 _INLINE_IDENTITY = ("remote_network", "remote_namespace", "remote_site")
+# From the schema's field roles: the inputs repeated in the outputs of the same name, and of those the ones
+# an update changes in place (subnets, routes, description).
+_ECHOED = tuple(f.name for f in SCHEMA.echoed())
+_UPDATED_ECHOED = tuple(f.name for f in SCHEMA.updatable() if f.name in _ECHOED)
 IN_USE_WAIT = 15.0  # seconds a delete waits for the network's peerings to be deleted by someone else
 
 
@@ -123,8 +127,9 @@ def diff(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Diff:
     and inline peerings update in place."""
     replaces = identity_changes(SCHEMA.replacing(), olds, news)
     updates = []
-    for key in ("subnets", "routes", "description", "peerings"):
-        new, old = news.get(key), olds.get(SCHEMA.field(key).declared_as or key)
+    for field in SCHEMA.updatable():
+        key = field.name
+        new, old = news.get(key), olds.get(field.declared_as or key)
         if not known(new):
             changed = True
         elif key == "peerings":
@@ -198,8 +203,7 @@ def preview(session: Session, props: Mapping[str, Any]) -> Created:
     service. Refusals raise as the create would, except a name taken (perhaps
     by the old network of a replacement). Nothing is asked while an input is
     not known yet."""
-    out = {k: props.get(k) for k in ("namespace", "name", "subnets", "routes", "description")
-           if known(props.get(k))}
+    out = {k: props.get(k) for k in _ECHOED if known(props.get(k))}
     out["inline_peerings"] = inline(props.get("peerings")) if known(props.get("peerings")) else None
     if not known(props) or not props.get("name"):
         return Created("", {k: v for k, v in out.items() if v is not None})
@@ -214,7 +218,7 @@ def preview(session: Session, props: Mapping[str, Any]) -> Created:
         if isinstance(exc.cause, service_errors.AlreadyExists):
             return Created("", out)  # perhaps the old one of a replacement (`--replace`): the create will tell
         raise
-    out.update({k: n[k] for k in ("namespace", "name", "subnets", "routes", "description")})
+    out.update({k: n[k] for k in _ECHOED})
     return Created("", out)
 
 
@@ -294,15 +298,15 @@ def preview_update(session: Session, id_: str, olds: Mapping[str, Any], news: Ma
     update would be); inline peerings are shown as declared."""
     nid = NetworkId.parse(id_)
     out = dict(olds)
-    out.update({k: news.get(k) for k in ("subnets", "routes", "description") if known(news.get(k))})
+    out.update({k: news.get(k) for k in _UPDATED_ECHOED if known(news.get(k))})
     if known(news.get("peerings")):
         out["inline_peerings"] = inline(news.get("peerings"))
-    if not all(known(news.get(k)) for k in ("subnets", "routes", "description")):
+    if not all(known(news.get(k)) for k in _UPDATED_ECHOED):
         return Updated(out)
     n = session.call(f"updating network {nid.name}", lambda c: c.update_network(
         nid.namespace, nid.name, subnets=news.get("subnets") or [], routes=news.get("routes") or [],
         description=news.get("description") or "", validate_only=True))
-    out.update({k: n[k] for k in ("subnets", "routes", "description")})
+    out.update({k: n[k] for k in _UPDATED_ECHOED})
     return Updated(out)
 
 

@@ -25,11 +25,12 @@ from netpeer_provider.core.session import Session, default_namespace
 from netpeer_provider.core.values import given, known
 
 SCHEMA = schema.NETWORK_PEERING
-_ECHOED = ("namespace", "network", "name", "remote_namespace", "remote_network", "remote_site", "description",
-           "ttl", "wait_for_bound", "wait_for_programmed")
-_STATUS = ("phase", "reason", "message", "network_uid", "last_phase_transition_time", "expires_at")
+_ECHOED, _STATUS = tuple(f.name for f in SCHEMA.echoed()), tuple(f.name for f in SCHEMA.status())
 _PREVIEWED = ("phase", "reason", "message")  # what a validate-only create tells before anything exists
-_UPDATABLE = ("description", "wait_for_bound", "wait_for_programmed")  # ttl, remote_uid: compared normalised
+# Compared as given (ttl and remote_uid, held by the service, are compared normalised and as pinned).
+_UPDATABLE = tuple(f.name for f in SCHEMA.updatable() if f.role is not schema.Role.OPTIONAL_COMPUTED)
+# The schema's required inputs, and the name: the faces default it to the resource's name.
+_REQUIRED = tuple(f.name for f in SCHEMA.inputs() if f.role.required or f.name == "name")
 WAIT_MAX = 3600
 PROGRESS_EVERY = 5.0  # seconds between two status lines while waiting for Bound
 
@@ -76,7 +77,7 @@ def check(news: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], li
     if programmed is not None and known(programmed) and not isinstance(programmed, bool):
         failures.append(Failure(f"{prefix}wait_for_programmed", f"{prefix}wait_for_programmed: {programmed!r} must "
                                 f"be true or false"))
-    for field in ("network", "name", "remote_network"):
+    for field in _REQUIRED:
         if not news.get(field):
             failures.append(Failure(f"{prefix}{field}", f"{prefix}{field} is required"))
     ns, rns = news.get("namespace"), news.get("remote_namespace") or news.get("namespace")

@@ -2,12 +2,15 @@
 
 Every face derives its engine's schema from this module (the Pulumi
 ``schema.json``, the OpenTofu provider schema) and the core's own rules read
-it too: which fields replace a resource, which are secret, where an input's
-declared value is kept in the outputs. Names are snake_case; faces convert
-them (``camel_case`` below) when their engine wants another spelling.
+it too: which fields replace a resource and which update in place, which
+are required, which inputs the outputs echo and which outputs are the
+service's status, which are secret, where an input's declared value is kept
+in the outputs. Names are snake_case; faces convert them (``camel_case``
+below) when their engine wants another spelling.
 
 Walk it with ``RESOURCES`` / ``PROVIDER``, ``Resource.inputs()``,
-``Resource.outputs()`` and ``Type.fields`` for nested objects.
+``Resource.outputs()`` (and ``replacing``, ``updatable``, ``echoed``,
+``status``) and ``Type.fields`` for nested objects.
 """
 
 from __future__ import annotations
@@ -127,6 +130,20 @@ class Resource:
     def replacing(self) -> tuple[Field, ...]:
         """The inputs whose change replaces the resource, in the order diffs report them."""
         return tuple(f for f in self.inputs() if f.replaces)
+
+    def updatable(self) -> tuple[Field, ...]:
+        """The inputs whose change updates the resource in place, in the order diffs report them."""
+        return tuple(f for f in self.inputs() if not f.replaces)
+
+    def echoed(self) -> tuple[Field, ...]:
+        """The inputs repeated in the output of the same name (as given, or as
+        the service holds them for ``OPTIONAL_COMPUTED``); not those whose
+        declared value is kept under another output (``declared_as``)."""
+        return tuple(f for f in self.inputs() if f.role.is_output and f.declared_as is None)
+
+    def status(self) -> tuple[Field, ...]:
+        """The outputs only the service sets (``COMPUTED``), bookkeeping ones left out."""
+        return tuple(f for f in self.outputs() if f.role is Role.COMPUTED and not f.internal)
 
 
 def camel_case(name: str) -> str:

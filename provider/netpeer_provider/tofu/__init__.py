@@ -19,8 +19,8 @@ netpeer's own provider is ``netpeer.NetpeerProvider`` (``netpeer_network``, ``ne
 ``netpeer_network`` data source, over ``netpeer_provider.core``; ``mapping`` derives its schema from the
 core's); scripts/install-tofu-provider.sh installs it where OpenTofu looks. Writing a provider::
 
-    from netpeer_provider.tofu import (STRING, Attribute, DataSource, Provider, ProviderError,
-                                       Resource, Schema, UNKNOWN)
+    from netpeer_provider.tofu import (STRING, Attribute, DataSource, Provider, Resource,
+                                       Schema, TofuError, UNKNOWN)
 
     class Network(Resource):
         type_name = "netpeer_network"
@@ -62,7 +62,7 @@ Rules the server enforces for you: a state is a dict with every schema attribute
 null), the values returned by create/update/read/import must all be known, planned values may be
 ``UNKNOWN``. The default ``Resource.plan`` marks computed attributes that the configuration leaves
 null as ``UNKNOWN`` on create, asks for replacement when a ``force_new`` attribute changes, and keeps
-prior computed values on update; override it for anything finer. Errors: raise ``ProviderError``
+prior computed values on update; override it for anything finer. Errors: raise ``TofuError``
 (summary, detail, attribute path such as ``"name"`` or ``("tags", "env")``); warnings: return them
 from ``validate`` or call ``warn(...)`` from any hook. Any other exception is reported to the user as
 an internal error of the provider, with its traceback on stderr (in OpenTofu's log).
@@ -73,12 +73,12 @@ take over an RPC for every type at once.
 
 from .codec import (BOOL, DYNAMIC, NUMBER, STRING, UNKNOWN, CodecError, list_of, map_of, object_of, set_of,
                     tuple_of)
-from .provider import (DataSource, Diagnostic, Plan, Provider, ProviderError, Resource, error, warn,
+from .provider import (DataSource, Diagnostic, Plan, Provider, Resource, TofuError, error, warn,
                        warning)
 from .schema import Attribute, Schema
 
 __all__ = [
     "BOOL", "DYNAMIC", "NUMBER", "STRING", "UNKNOWN", "CodecError", "list_of", "map_of", "object_of", "set_of",
-    "tuple_of", "DataSource", "Diagnostic", "Plan", "Provider", "ProviderError", "Resource", "error", "warn",
+    "tuple_of", "DataSource", "Diagnostic", "Plan", "Provider", "Resource", "TofuError", "error", "warn",
     "warning", "Attribute", "Schema",
 ]

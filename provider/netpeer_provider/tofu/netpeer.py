@@ -27,7 +27,7 @@ from netpeer_provider.core.session import default_namespace
 
 from . import mapping
 from .codec import STRING, UNKNOWN
-from .provider import DataSource, Plan, Provider, ProviderError, Resource, error, fail_keeping_state, warn
+from .provider import DataSource, Plan, Provider, Resource, TofuError, error, fail_keeping_state, warn
 from .schema import Attribute, Schema
 
 
@@ -49,9 +49,9 @@ class TofuTerms(Terms):
 TERMS = TofuTerms()
 
 
-def _fail(exc: core.ProviderError, t: Any) -> ProviderError:
+def _fail(exc: core.ProviderError, t: Any) -> TofuError:
     """A core error as one diagnostic, on its attribute when the schema has it."""
-    return ProviderError(exc.message, attribute=mapping.path(exc.path, t))
+    return TofuError(exc.message, attribute=mapping.path(exc.path, t))
 
 
 class CoreResource(Resource):
@@ -153,7 +153,7 @@ class CoreResource(Resource):
                 planned[name] = default
         diags = list(self.validate(planned)) if config is not None else []
         if diags:  # validate saw these too, unless the values were unknown then
-            raise ProviderError(diagnostics=diags)
+            raise TofuError(diagnostics=diags)
         computed = [n for n, a in self.schema.attributes.items()
                     if a.computed and (config is None or config.get(n) is None)]
         if prior is None:
@@ -185,7 +185,7 @@ class CoreResource(Resource):
     def create(self, planned: dict, config: dict) -> dict:
         clean, failures = self.ops.check(self.inputs(planned, planning=False))
         if failures:
-            raise ProviderError(failures[0].message, attribute=mapping.path(failures[0].path, self.schema.type))
+            raise TofuError(failures[0].message, attribute=mapping.path(failures[0].path, self.schema.type))
         try:
             created = self.ops.create(self.session(), clean)
         except core.NotBound as exc:
@@ -231,9 +231,9 @@ class CoreResource(Resource):
         try:
             found = self.ops.import_(self.session(), id)
         except core.ProviderError as exc:
-            raise ProviderError(exc.message) from None
+            raise TofuError(exc.message) from None
         if found is None:
-            raise ProviderError(f"cannot import {self.type_name} {id!r}: it does not exist, or the token "
+            raise TofuError(f"cannot import {self.type_name} {id!r}: it does not exist, or the token "
                                 "cannot see it")
         return self.state(found.id, found.outputs, None)
 
@@ -290,7 +290,7 @@ class NetworkData(DataSource):
         except core.ProviderError as exc:
             raise _fail(exc, self.schema.type) from None
         if found is None:
-            raise ProviderError(f"network {ns}/{config['name']} not found (or the token cannot see it)",
+            raise TofuError(f"network {ns}/{config['name']} not found (or the token cannot see it)",
                                 attribute="name")
         return {**Network(self.provider).state(found.id, found.outputs, None), "name": config["name"]}
 

@@ -52,11 +52,12 @@ def warning(summary: str, detail: str = "", attribute: str | Sequence | None = N
     return Diagnostic(summary, detail, attribute, WARNING)
 
 
-class ProviderError(Exception):
-    """Raise from any hook to fail the operation with one or more diagnostics.
+class TofuError(Exception):
+    """Raise from any hook to fail the operation with one or more diagnostics (the core's own
+    errors are ``core.ProviderError``; the netpeer face turns them into this).
 
-        raise ProviderError("network not found", f"no network {name!r}", attribute="name")
-        raise ProviderError(diagnostics=[error(...), error(...)])
+        raise TofuError("network not found", f"no network {name!r}", attribute="name")
+        raise TofuError(diagnostics=[error(...), error(...)])
     """
 
     def __init__(self, summary: str = "", detail: str = "", attribute: str | Sequence | None = None, *,
@@ -65,7 +66,7 @@ class ProviderError(Exception):
         if summary:
             diags.insert(0, error(summary, detail, attribute))
         if not diags:
-            raise ValueError("ProviderError needs a summary or diagnostics")
+            raise ValueError("TofuError needs a summary or diagnostics")
         self.diagnostics = diags
         super().__init__("; ".join(d.summary + (f": {d.detail}" if d.detail else "") for d in diags))
 
@@ -135,21 +136,21 @@ class Resource:
         return Plan(planned, replace)
 
     def create(self, planned: dict, config: dict) -> dict:
-        raise ProviderError(f"{self.type_name} cannot be created")
+        raise TofuError(f"{self.type_name} cannot be created")
 
     def read(self, state: dict) -> dict | None:
         """The current state of the object, or None if it no longer exists. Default: unchanged."""
         return state
 
     def update(self, prior: dict, planned: dict, config: dict) -> dict:
-        raise ProviderError(f"{self.type_name} cannot be updated in place")
+        raise TofuError(f"{self.type_name} cannot be updated in place")
 
     def delete(self, state: dict) -> None:
-        raise ProviderError(f"{self.type_name} cannot be deleted")
+        raise TofuError(f"{self.type_name} cannot be deleted")
 
     def import_state(self, id: str) -> dict:
         """A (possibly partial) state for the object named ``id``; read() completes it afterwards."""
-        raise ProviderError(f"{self.type_name} does not support import")
+        raise TofuError(f"{self.type_name} does not support import")
 
     def upgrade(self, version: int, raw: dict) -> dict:
         """A state stored by schema ``version`` (as a JSON object) -> a state of the current schema.
@@ -175,7 +176,7 @@ class DataSource:
 
 class Provider:
     """The whole provider. The server calls only the methods of this class (plain Python values in
-    and out, errors as :class:`ProviderError`); their defaults dispatch to the ``resources`` and
+    and out, errors as :class:`TofuError`); their defaults dispatch to the ``resources`` and
     ``data_sources`` classes, which are instantiated once with the provider.
 
     Override a method here to take over a whole RPC for every type; override ``configure`` (and
@@ -199,13 +200,13 @@ class Provider:
         try:
             return self._resources[type_name]
         except KeyError:
-            raise ProviderError(f"unknown resource type {type_name!r}") from None
+            raise TofuError(f"unknown resource type {type_name!r}") from None
 
     def data_source(self, type_name: str) -> DataSource:
         try:
             return self._data_sources[type_name]
         except KeyError:
-            raise ProviderError(f"unknown data source {type_name!r}") from None
+            raise TofuError(f"unknown data source {type_name!r}") from None
 
     # --- the protocol, in Python ---
     def get_schemas(self) -> tuple[Schema, dict[str, Schema], dict[str, Schema]]:

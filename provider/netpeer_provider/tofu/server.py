@@ -1,7 +1,7 @@
 """The gRPC side: tfplugin6.Provider, plugin.GRPCController and plugin.GRPCStdio over a Provider.
 
 Each RPC decodes its DynamicValues with the schema of the type it names, calls one method of the
-:class:`~netpeer_provider.tofu.provider.Provider`, and encodes the answer. A :class:`ProviderError`
+:class:`~netpeer_provider.tofu.provider.Provider`, and encodes the answer. A :class:`TofuError`
 becomes error diagnostics; any other exception becomes an "internal error" diagnostic (and a
 traceback on stderr, which OpenTofu keeps in its log).
 """
@@ -18,7 +18,7 @@ import grpc
 
 from . import _stubs
 from .codec import CodecError, contains_unknown, decode, encode_msgpack, from_json_value
-from .provider import ERROR, Diagnostic, Plan, Provider, ProviderError, _collected, error
+from .provider import ERROR, Diagnostic, Plan, Provider, TofuError, _collected, error
 
 MAX_MESSAGE = 256 << 20
 
@@ -53,7 +53,7 @@ class _Rpc:
         token = _collected.set(diags)
         try:
             response = body()
-        except ProviderError as exc:
+        except TofuError as exc:
             diags.extend(exc.diagnostics)
             response = response_cls()
         except CodecError as exc:
@@ -77,12 +77,12 @@ def build_servicers(provider: Provider, stubs: Any, on_shutdown: Callable[[], No
 
     def res_type(type_name: str) -> Any:
         if type_name not in resource_schemas:
-            raise ProviderError(f"unknown resource type {type_name!r}")
+            raise TofuError(f"unknown resource type {type_name!r}")
         return resource_schemas[type_name].type
 
     def data_type(type_name: str) -> Any:
         if type_name not in data_schemas:
-            raise ProviderError(f"unknown data source {type_name!r}")
+            raise TofuError(f"unknown data source {type_name!r}")
         return data_schemas[type_name].type
 
     def dv(value: Any, t: Any) -> Any:
@@ -93,13 +93,13 @@ def build_servicers(provider: Provider, stubs: Any, on_shutdown: Callable[[], No
         if state is None:
             return None
         if not isinstance(state, dict):
-            raise ProviderError(f"{type_name}: {what} returned {type(state).__name__}, not a dict")
+            raise TofuError(f"{type_name}: {what} returned {type(state).__name__}, not a dict")
         full = {name: state.get(name) for name in resource_schemas[type_name].attributes}
         extra = set(state) - set(full)
         if extra:
-            raise ProviderError(f"{type_name}: {what} returned unknown attribute(s) {sorted(extra)}")
+            raise TofuError(f"{type_name}: {what} returned unknown attribute(s) {sorted(extra)}")
         if contains_unknown(full):
-            raise ProviderError(f"{type_name}: {what} left values unknown")
+            raise TofuError(f"{type_name}: {what} left values unknown")
         return full
 
     class ProviderServicer(stubs.tf_grpc.ProviderServicer):
@@ -158,7 +158,7 @@ def build_servicers(provider: Provider, stubs: Any, on_shutdown: Callable[[], No
                     import json
                     stored = json.loads(raw.json)
                 elif raw.flatmap:
-                    raise ProviderError(f"{t}: state in the legacy flatmap format cannot be upgraded")
+                    raise TofuError(f"{t}: state in the legacy flatmap format cannot be upgraded")
                 else:
                     return tf.UpgradeResourceState.Response()
                 if request.version == resource_schemas[t].version:
@@ -187,7 +187,7 @@ def build_servicers(provider: Provider, stubs: Any, on_shutdown: Callable[[], No
                                                      decode(request.proposed_new_state, ty),
                                                      decode(request.config, ty))
                 if not isinstance(plan, Plan):
-                    raise ProviderError(f"{t}: plan returned {type(plan).__name__}, not a Plan")
+                    raise TofuError(f"{t}: plan returned {type(plan).__name__}, not a Plan")
                 return tf.PlanResourceChange.Response(
                     planned_state=dv(plan.planned, ty),
                     requires_replace=[rpc.path_pb(tuple(p) if not isinstance(p, str) else (p,))
@@ -223,7 +223,7 @@ def build_servicers(provider: Provider, stubs: Any, on_shutdown: Callable[[], No
                 config = decode(request.config, ty)
                 state = provider.read_data_source(t, config)
                 if not isinstance(state, dict) or contains_unknown(state):
-                    raise ProviderError(f"{t}: read must return a dict of known values")
+                    raise TofuError(f"{t}: read must return a dict of known values")
                 full = {name: state.get(name) for name in data_schemas[t].attributes}
                 return tf.ReadDataSource.Response(state=dv(full, ty))
             return rpc.run(context, tf.ReadDataSource.Response, body)
