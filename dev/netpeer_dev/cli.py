@@ -1,5 +1,6 @@
-"""``netpeer dev ...``: the command line of the dev stack (``netpeer.cli.main``
-adds :data:`COMMAND` as its ``dev`` noun; the service never imports it)."""
+"""``netpeer dev ...``: the command line of the dev stack, contributed to
+``netpeer`` as :data:`COMMAND` through the entry point group
+``netpeer.cli_commands`` (pyproject.toml; netpeer never imports this package)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``netpeer``: the command line for people and scripts. Parsing and the
 errors are here; each noun's parsers and handler are in its own module
-(networks.py, peerings.py, tokens.py, site.py, server.py; ``netpeer dev``:
-the dev tools' netpeer_dev.cli).
+(networks.py, peerings.py, tokens.py, site.py, server.py), and other packages
+contribute nouns (``netpeer dev``: commands.py).
 
 Errors end the command with a non-zero exit and one line on stderr; never a
 traceback (set NETPEER_DEBUG=1 to see one).
@@ -22,7 +22,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_PIPE = 141   # the output's reader went away (as a shell reports a death by SIGPIPE)
 
-#: netpeer's own nouns, in the order of `netpeer --help` (after dev).
+#: netpeer's own nouns, in the order of `netpeer --help` (after the contributed ones).
 OWN = (*server.COMMANDS, site.COMMAND, tokens.COMMAND, networks.COMMAND, peerings.COMMAND)
 
 
@@ -42,22 +42,12 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, commands.Command]]:
     p = _Parser(prog="netpeer", parents=[g], description="Mutually consented network peerings on OVN.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     by_noun: dict[str, commands.Command] = {}
-    for command in (_dev(), *OWN):
+    for command in (*commands.contributed(), *OWN):
         if command.noun in by_noun:
             raise TypeError(f"two commands named {command.noun}")
         command.add_parser(sub, g, _Parser)
         by_noun[command.noun] = command
     return p, by_noun
-
-
-def _dev() -> commands.Command:
-    try:  # the dev tools are a package of their own (netpeer_dev); the service never imports them
-        from netpeer_dev.cli import COMMAND
-    except ImportError:
-        return commands.Command("dev", lambda sub, g, parser_class: sub.add_parser(
-            "dev", help="a local stack: OVN + netpeerd in a state directory").add_subparsers(
-            dest="action", required=True, parser_class=parser_class), None)
-    return COMMAND
 
 
 def run(args: argparse.Namespace, by_noun: dict[str, commands.Command]) -> int:
