@@ -1,5 +1,6 @@
-"""``netpeer dev ...``: the command line of the dev stack (``netpeer.cli.main``
-hands the ``dev`` subcommand to this module; the service never imports it)."""
+"""``netpeer dev ...``: the command line of the dev stack, contributed to
+``netpeer`` as :data:`COMMAND` through the entry point group
+``netpeer.cli_commands`` (pyproject.toml; netpeer never imports this package)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import sys
 import time
 
 from netpeer import errors
+from netpeer.cli.commands import Command
 from netpeer_dev.ha import HaStack
 from netpeer_dev.stack import DEFAULT_STATE_DIR, DevStack, load_hint
 
 
-def add_parsers(sub, g: argparse.ArgumentParser) -> None:
+def add_parser(top, g: argparse.ArgumentParser, parser_class) -> None:
+    sub = top.add_parser("dev", help="a local stack: OVN + netpeerd in a state directory").add_subparsers(
+        dest="action", required=True, parser_class=parser_class)
     up = sub.add_parser("up", parents=[g], help="start OVN and netpeerd; print export lines")
     up.add_argument("--state-dir", default=None, help=f"default $NETPEER_DEV_DIR or {DEFAULT_STATE_DIR}")
     up.add_argument("--chassis", action="store_true",
@@ -43,7 +47,7 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
             p.add_argument("--purge", action="store_true", help="also delete the state directory")
     site = sub.add_parser("site", help="a multi-site stack: add a site while it runs, or retire one "
                                        "(the steps of docs/runbook-add-site.md)")
-    ssub = site.add_subparsers(dest="site_action", required=True, parser_class=sub._parser_class)
+    ssub = site.add_subparsers(dest="site_action", required=True, parser_class=parser_class)
     for name, text in (("add", "add site NAME to the running stack: its OVN, ovn-ic, gateway, WireGuard, "
                                "certificate and netpeerd; the other sites link it on SIGHUP"),
                        ("retire", "retire site NAME: the other sites drop it on SIGHUP (its pairs go Pending, "
@@ -52,7 +56,7 @@ def add_parsers(sub, g: argparse.ArgumentParser) -> None:
         p.add_argument("name", metavar="NAME")
         p.add_argument("--state-dir", default=None)
     inst = sub.add_parser("instance", help="instances: network namespaces attached to a network (needs --chassis)")
-    isub = inst.add_subparsers(dest="instance_action", required=True, parser_class=sub._parser_class)
+    isub = inst.add_subparsers(dest="instance_action", required=True, parser_class=parser_class)
     a = isub.add_parser("add", parents=[g], help="create (or re-use) an instance on NETWORK's switch")
     a.add_argument("network", metavar="[NS/]NETWORK")
     a.add_argument("name", metavar="NAME")
@@ -218,3 +222,6 @@ def _instance_action(ctx, args, stack: DevStack, fleet) -> int:
         states = fleet.states()
     output.emit(inst.to_json(states.get(inst.name)), ctx.output, lambda i: _instances_table([i]))
     return 0
+
+
+COMMAND = Command("dev", add_parser, run)

@@ -8,9 +8,10 @@ import argparse
 
 from netpeer import certs
 from netpeer.cli import output
+from netpeer.cli.commands import Command
 
 
-def add_parsers(sub, g: argparse.ArgumentParser, parser_class) -> None:
+def add_parser(sub, g: argparse.ArgumentParser, parser_class) -> None:
     site = sub.add_parser("site", help="what an operator runs for the links between sites").add_subparsers(
         dest="action", required=True, parser_class=parser_class)
     cert = site.add_parser("cert", help="the links' mTLS certificates: region CA, site certificates").add_subparsers(
@@ -64,3 +65,6 @@ def _emit(ctx, info: certs.CertInfo, extra: str) -> None:
         return "\n".join(lines + ([extra] if extra else []))
 
     output.emit(data, ctx.output, render)
+
+
+COMMAND = Command("site", add_parser, run)
