@@ -38,6 +38,18 @@ from bench.scale import log
 from netpeer_dev.simulated import SimulatedRegion
 
 BATCH = 1000
+#: Partition networks per namespace: under ``quotas.site_attachments_per_namespace`` (250 by default),
+#: which counts a namespace's networks attached to one link.
+PART_NS = 200
+
+
+def part_ns(k: int, j: int) -> str:
+    """The namespace of the ``j``-th partition network of round ``k``."""
+    return f"part{k}-{j // PART_NS}"
+
+
+def part_namespaces(ks: list[int]) -> list[str]:
+    return sorted({part_ns(k, j) for k in ks for j in range(0, k, PART_NS)})
 
 
 def ring(count: int) -> tuple[list[str], list[tuple[str, str]]]:
@@ -125,8 +137,8 @@ def plan(sites: int, networks: int, pairs: int, samples: int, ks: list[int], cut
     for a, b in chosen:
         for k in ks:
             for j in range(k):
-                new(a, "part", f"{b}-k{k}-{j}")
-                new(b, "part", f"{a}-k{k}-{j}")
+                new(a, part_ns(k, j), f"{b}-k{k}-{j}")
+                new(b, part_ns(k, j), f"{a}-k{k}-{j}")
     for site in names:
         left = networks - counter[site]
         if left < 0:
@@ -228,7 +240,7 @@ def run_region(sites: int, networks: int, pairs: int, samples: int, ks: list[int
         time.sleep(settle_s)   # what the start left to do (the first round of the slow pass) is done
 
         for n in p.names:
-            watchers.append(Watcher(region[n].config.listen, ["smp", "part"]))
+            watchers.append(Watcher(region[n].config.listen, ["smp", *part_namespaces(p.ks)]))
         watch = dict(zip(p.names, watchers))
         lat = []
         load = load_average()
@@ -276,10 +288,11 @@ def partition(region: SimulatedRegion, p: Plan, watch: dict, k: int) -> dict:
             names = [f"{there}-k{k}-{j}" for j in range(k)]
             with region[here].client(timeout=120) as c:
                 for start in range(0, k, BATCH):
-                    c.create_peerings([{"namespace": "part", "network": name, "name": "p", "remote_site": there,
-                                        "remote_namespace": "part", "remote_network": f"{here}-k{k}-{j}"}
+                    c.create_peerings([{"namespace": part_ns(k, j), "network": name, "name": "p",
+                                        "remote_site": there, "remote_namespace": part_ns(k, j),
+                                        "remote_network": f"{here}-k{k}-{j}"}
                                        for j, name in enumerate(names[start:start + BATCH], start)])
-            keys.setdefault(here, []).extend(("part", name, "p") for name in names)
+            keys.setdefault(here, []).extend((part_ns(k, j), name, "p") for j, name in enumerate(names))
     t_heal = time.monotonic()
     region.cutter.heal(p.cut)
     bound_at = max(watch[site].wait(ks, timeout=600) or float("nan") for site, ks in keys.items())

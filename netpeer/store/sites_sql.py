@@ -305,11 +305,17 @@ class SiteMirrorSql:
 
     def idle_attachments(self) -> list[tuple[str, str, datetime | None]]:
         """(network uid, site, unused since or None if not noted yet) of the
-        attachments whose network has no half towards their site."""
+        attachments whose network has no half towards their site.
+
+        The halves are looked up by their key (namespace, network), through
+        the network: one index search per attachment. By ``network_uid``
+        SQLite searched ``peerings_by_site``, every half towards the site
+        per attachment: at 10,000 attachments on a link, seconds per sweep."""
         return [(r[0], r[1], dt(r[2]) if r[2] is not None else None) for r in self._q(
-            "SELECT a.network_uid, a.site, a.unused_since FROM attachments a WHERE NOT EXISTS "
-            "(SELECT 1 FROM peerings p WHERE p.network_uid = a.network_uid AND p.remote_site = a.site "
-            "AND p.remote_site != '') "
+            "SELECT a.network_uid, a.site, a.unused_since FROM attachments a "
+            "LEFT JOIN networks n ON n.uid = a.network_uid WHERE NOT EXISTS "
+            "(SELECT 1 FROM peerings p WHERE p.namespace = n.namespace AND p.network = n.name "
+            "AND p.remote_site = a.site AND p.remote_site != '') "
             "ORDER BY a.site, a.idx")]
 
     def count_attachments(self, namespace: str, site: str) -> int:
