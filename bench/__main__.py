@@ -44,7 +44,7 @@ FULL = {
                             "cut": 4},
                            {"sites": 20, "networks": 5000, "pairs": 500, "samples": 5, "ks": [10, 100, 1000],
                             "cut": 4}],
-               # On OVN 23.03 the chassis fell behind for good at 1,000 (docs/performance.md, "Region"):
+               # On OVN 23.03 the chassis fell behind for good at 1,000 (docs/performance.md, "A region of many sites"):
                # that size is given 300 s, and what the chassis did instead is recorded.
                "ovn": {"loads": [10, 250, 1000], "ttt_samples": 10, "attach_samples": 3, "build_timeout": 300}},
     "linearizability": {"minutes": 6, "segment": 2},

@@ -60,7 +60,7 @@ LOG = logging.getLogger("netpeerd")
 # does, most of them at once (the NB replica: 130,000 rows at 10,000
 # networks), and with the defaults the collector walked them again and again
 # while they arrived: the replica alone took 19.0-22.4 s at 10,000 networks,
-# 11.1-11.7 s with collection held off (docs/performance.md, section 4,
+# 11.1-11.7 s with collection held off (docs/performance-log.md, section 4,
 # "The collector, and the stamp first"). Cycles are still collected, in
 # batches of 100,000 allocations: a few MiB of garbage at most waits for it.
 GC_THRESHOLDS = (100_000, 50, 10)

@@ -57,7 +57,7 @@ class Limits:
     read_workers: int = 16            # threads for reads and authentication
     # Threads for writes. They serialize in the write queue anyway, and the writes waiting there are what
     # one group commit is made of: as many as a group may hold (WriteQueue.max_group). 16 kept groups at
-    # about 8 under 32 concurrent writers (measured: 1,000 binds 10.0 -> 8.9 s with 64, docs/performance.md).
+    # about 8 under 32 concurrent writers (measured: 1,000 binds 10.0 -> 8.9 s with 64, docs/performance-log.md).
     write_workers: int = 64
     streams_per_connection: int = 128  # concurrent calls one connection may hold
     connection_idle_s: int = 300      # a connection without calls is closed after this

@@ -77,7 +77,7 @@ class OvnBackend:
     ``read_stamp`` (or ``start_replica``; at most ``STAMP_FIRST_S`` later).
     ovsdb-server builds a monitor's first reply in one go, seconds at 10,000
     networks, and a stamp read sent just after it waited for all of it
-    (docs/performance.md, section 4, "The collector, and the stamp first").
+    (docs/performance-log.md, section 4, "The collector, and the stamp first").
     """
 
     kind = "ovn"

@@ -2,7 +2,7 @@
 
 The repair sweep used to compare every network with OVN on every pass:
 12.9 s of CPU per sweep at 10,000 networks, 11.5% of a core at rest
-(docs/performance.md). The connection already hears about every change to the rows
+(docs/performance-log.md). The connection already hears about every change to the rows
 it replicates (OVSDB update notifications, ours and anyone else's), so it
 notes here the networks each changed row belongs to, and the sweep checks
 only those; a slow full pass behind it (a slice of every network per

@@ -18,7 +18,7 @@ when ``transact`` returns the replica already holds what it wrote.
 
 Why not python-ovs's IDL: its Row, Datum and Atom objects were most of
 netpeerd's start-up and of what a large write cost at 10,000 networks
-(docs/performance.md, "The floors under the two open targets").
+(docs/performance-log.md, "The floors under the two open targets").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What netpeerd reads from OVN before its replica of the NB is whole.
 
 The replica takes a while to arrive (about 11-14 s at 10,000 networks,
-docs/performance.md), but the start-up check that the store and OVN belong
+docs/performance-log.md), but the start-up check that the store and OVN belong
 together (``netpeer.service.epoch``) needs one row of it: the state marker
 with the store's stamp. Reading that row through a monitor of its own, with
 a condition on its name, lets netpeerd check the pair and answer reads from

@@ -3,7 +3,7 @@
 OVSDB sends JSON values back to back with nothing between them, so a reader
 must find where each one ends. python-ovs's parser does that by parsing as
 the bytes come, and builds every value object by object: most of the CPU of a
-replica kept as plain values (docs/performance.md). ``Framer`` finds the ends
+replica kept as plain values (docs/performance-log.md). ``Framer`` finds the ends
 cheaply instead (strings removed by one regular expression, then the
 braces counted, both in C) and parses each whole message once with
 ``json``. A string cut by a chunk's end is scanned again with the next chunk;

@@ -4,7 +4,7 @@ python-ovs's replica (``ovs.db.idl``) makes, for every row, a Row, a Datum per
 column and an Atom per value, and that is most of netpeerd's start-up and of
 what a large write costs it: 63-70 µs of CPU per row for the replica at
 10,000 networks, against 21-23 µs for the same rows as plain values
-(docs/performance.md, "The floors under the two open targets"). This module
+(docs/performance-log.md, "The floors under the two open targets"). This module
 is the replica of netpeer's own OVSDB client (``netpeer.ovn.connection``):
 each row is a dict of column -> value, where a value is
 

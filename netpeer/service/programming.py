@@ -101,7 +101,7 @@ class Programmer:
             else:
                 # At rest, asleep until a commit pokes or the idle look is due:
                 # a tick every ``interval`` cost 0.28% of a core at 10,000
-                # networks doing nothing (docs/performance.md, section 4).
+                # networks doing nothing (docs/performance-log.md, section 4).
                 self._poked.wait(max(0.0, next_look - time.monotonic()))
                 if stop.is_set():
                     return

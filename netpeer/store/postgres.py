@@ -11,7 +11,7 @@ transaction lock (``WRITE_LOCK``) and holds it through the OVN transaction
 until it commits or rolls back. So writes are serialized across processes
 exactly as the in-process lock serializes them within one, each sees
 everything committed before it, and Watch revisions are handed out in commit
-order. Why one lock and not SERIALIZABLE with retries: docs/performance.md.
+order. Why one lock and not SERIALIZABLE with retries: docs/replicas.md.
 
 Reads run in REPEATABLE READ READ ONLY transactions (one snapshot per read,
 never waiting for a write), each on a connection taken from a bounded pool
