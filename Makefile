@@ -45,7 +45,7 @@ test-fast: setup      ## unit tests only
 help:                 ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:[^#]*## /\t/' | expand -t 16
 
-bench: setup          ## benchmarks (< 30 min): results/<timestamp>/ (JSON, Markdown, PNG)
+bench: setup          ## benchmarks (about an hour): results/<timestamp>/ (JSON, Markdown, PNG)
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m bench $(BENCH_ARGS)
 
