@@ -105,6 +105,20 @@ def _text(value: object) -> str:
     return json.dumps(value, default=str)
 
 
+#: The longest a value in the details may be (``metadata``, ``resource_name``):
+#: a request may carry a name of megabytes, and gRPC drops an answer whose
+#: trailing metadata is over 8 KiB (the client then sees only "Stream
+#: removed"). The message already shows such values clipped.
+VALUE_LIMIT = 256
+
+
+def _shown(value: object) -> str:
+    text = _text(value)
+    if len(text) <= VALUE_LIMIT:
+        return text
+    return f"{text[:VALUE_LIMIT - 40]}... ({len(text):,} characters)"
+
+
 def _pack(msg) -> any_pb2.Any:
     out = any_pb2.Any()
     out.Pack(msg)
@@ -119,15 +133,15 @@ def status_of(exc: errors.NetpeerError, code: grpc.StatusCode | None = None,
     message = exc.message if message is None else message
     if os.environ.get(SCRAMBLE_ENV):
         message = scramble(message)
-    metadata = {k: _text(v) for k, v in exc.related.items()}
+    metadata = {k: _shown(v) for k, v in exc.related.items()}
     if exc.field:
-        metadata["field"] = exc.field
+        metadata["field"] = _shown(exc.field)
         if exc.value is not None:
-            metadata["value"] = _text(exc.value)
+            metadata["value"] = _shown(exc.value)
     details = [error_details_pb2.ErrorInfo(reason=str(exc.reason), domain=DOMAIN, metadata=metadata)]
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         details.append(error_details_pb2.BadRequest(field_violations=[error_details_pb2.BadRequest.FieldViolation(
-            field=exc.field or "", description=message, reason=str(exc.reason))]))
+            field=_shown(exc.field or ""), description=message, reason=str(exc.reason))]))
     retry_after = getattr(exc, "retry_after", None)
     if retry_after is None:
         retry_after = RETRY_DELAY_S.get(code)
@@ -135,8 +149,9 @@ def status_of(exc: errors.NetpeerError, code: grpc.StatusCode | None = None,
         details.append(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(
             seconds=int(retry_after), nanos=int((retry_after % 1) * 1e9))))
     if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS):
-        kind, name = exc.resource or (exc.field or "", _text(exc.value) if exc.value is not None else "")
-        details.append(error_details_pb2.ResourceInfo(resource_type=kind, resource_name=name, description=message))
+        kind, name = exc.resource or (exc.field or "", exc.value if exc.value is not None else "")
+        details.append(error_details_pb2.ResourceInfo(resource_type=_shown(kind), resource_name=_shown(name),
+                                                      description=message))
     status = Status(code=code.value[0], message=message)
     for d in details:   # an Any of the default pool, as bytes: the same message
         status.details.add().MergeFromString(_pack(d).SerializeToString())
