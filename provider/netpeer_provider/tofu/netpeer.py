@@ -1,5 +1,5 @@
-"""netpeer's OpenTofu (and Terraform) provider: ``netpeer_network``, ``netpeer_peering`` and the
-``netpeer_network`` data source, a thin face over ``netpeer_provider.core``.
+"""netpeer's OpenTofu (and Terraform) provider: ``netpeer_network``, ``netpeer_peering``, the
+``netpeer_network`` and ``netpeer_peering_requests`` data sources, a thin face over ``netpeer_provider.core``.
 
 The core decides everything (validation, what replaces and what updates in place, the calls to
 netpeerd, ids, errors); this module translates between OpenTofu's plans and states and the core's
@@ -26,7 +26,7 @@ from netpeer_provider.core.errors import Terms
 from netpeer_provider.core.session import default_namespace
 
 from . import mapping
-from .codec import STRING, UNKNOWN
+from .codec import STRING, UNKNOWN, list_of, object_of
 from .provider import DataSource, Plan, Provider, Resource, TofuError, error, fail_keeping_state, warn
 from .schema import Attribute, Schema
 
@@ -295,13 +295,51 @@ class NetworkData(DataSource):
         return {**Network(self.provider).state(found.id, found.outputs, None), "name": config["name"]}
 
 
+#: One request of ``netpeer_peering_requests`` (docs/inbox.md).
+REQUEST_TYPE = object_of({
+    "id": STRING, "network": STRING, "requester_namespace": STRING, "requester_network": STRING,
+    "requester_uid": STRING, "requester_peering": STRING, "prefixes": list_of(STRING), "description": STRING,
+    "create_time": STRING, "expires_at": STRING, "ttl": STRING, "pinned_uid": STRING})
+
+
+class PeeringRequestsData(DataSource):
+    """The requests to peer with networks of a namespace (docs/inbox.md): accept one in code with a
+    ``netpeer_peering`` built from its fields (``remote_namespace = requester_namespace``, ...)."""
+
+    type_name = "netpeer_peering_requests"
+    schema = Schema(
+        attributes={
+            "namespace": Attribute(STRING, "The namespace whose networks the requests name (default: the "
+                                           "token's namespace when it grants exactly one).", optional=True,
+                                   computed=True),
+            "network": Attribute(STRING, "Only the requests to this network.", optional=True),
+            "requests": Attribute(list_of(REQUEST_TYPE), "The requests not dismissed, by network, then "
+                                                         "requester.", computed=True),
+        },
+        description="Reads the requests other networks make to peer with the networks of a namespace: halves "
+                    "naming them that have no matching half yet.")
+
+    def read(self, config: dict) -> dict:
+        session = self.provider.session()
+        network = config.get("network") or None
+        try:
+            ns = config.get("namespace") or session.call("reading the token's namespace", default_namespace)
+            found = session.call(f"listing the peering requests to namespace {ns}",
+                                 lambda client: client.list_peering_requests(ns, network))
+        except core.ProviderError as exc:
+            raise TofuError(exc.message, attribute=exc.path or None) from None
+        keys = REQUEST_TYPE[1]
+        return {"namespace": ns, "network": network,
+                "requests": [{k: ("" if r.get(k) is None else r[k]) for k in keys} for r in found]}
+
+
 class NetpeerProvider(Provider):
     """The ``provider "netpeer"`` block: endpoint, token, TLS files; each falls back to its variable."""
 
     schema = Schema(attributes=mapping.provider_attributes(),
                     description=cs.PROVIDER.description)
     resources = (Network, Peering)
-    data_sources = (NetworkData,)
+    data_sources = (NetworkData, PeeringRequestsData)
 
     def __init__(self) -> None:
         super().__init__()
