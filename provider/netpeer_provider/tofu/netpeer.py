@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from netpeer_provider import core
-from netpeer_provider.core import schema as cs
+from netpeer_provider.core import inbox, schema as cs
 from netpeer_provider.core.errors import Terms
 from netpeer_provider.core.session import default_namespace
 
@@ -296,10 +296,8 @@ class NetworkData(DataSource):
 
 
 #: One request of ``netpeer_peering_requests`` (docs/inbox.md).
-REQUEST_TYPE = object_of({
-    "id": STRING, "network": STRING, "requester_namespace": STRING, "requester_network": STRING,
-    "requester_uid": STRING, "requester_peering": STRING, "prefixes": list_of(STRING), "description": STRING,
-    "create_time": STRING, "expires_at": STRING, "ttl": STRING, "pinned_uid": STRING})
+REQUEST_TYPE = object_of({name: list_of(STRING) if kind == "array" else STRING
+                          for name, kind, _ in inbox.REQUEST_FIELDS})
 
 
 class PeeringRequestsData(DataSource):
@@ -320,17 +318,11 @@ class PeeringRequestsData(DataSource):
                     "naming them that have no matching half yet.")
 
     def read(self, config: dict) -> dict:
-        session = self.provider.session()
-        network = config.get("network") or None
         try:
-            ns = config.get("namespace") or session.call("reading the token's namespace", default_namespace)
-            found = session.call(f"listing the peering requests to namespace {ns}",
-                                 lambda client: client.list_peering_requests(ns, network))
+            found = inbox.list_requests(self.provider.session(), config.get("namespace"), config.get("network"))
         except core.ProviderError as exc:
             raise TofuError(exc.message, attribute=exc.path or None) from None
-        keys = REQUEST_TYPE[1]
-        return {"namespace": ns, "network": network,
-                "requests": [{k: ("" if r.get(k) is None else r[k]) for k in keys} for r in found]}
+        return {**found, "network": config.get("network")}
 
 
 class NetpeerProvider(Provider):
