@@ -171,3 +171,25 @@ def test_watch_events_of_requests_go_to_the_target_namespace_only(world):
     assert b_events[0].obj == r
     a_events, _ = service.watch_events("a", None, heads["a"])
     assert {e.kind for e in a_events} == {"peering"}
+
+
+def test_a_request_comes_back_when_the_target_withdraws_unless_dismissed(world):
+    service, _ = world
+    service.create_peering(A, "a", "web", "to-db", "b", "db")
+    [r] = service.list_peering_requests(B, "b")
+    service.accept_peering_request(B, "b", "db", r.id, "from-web")
+    head = service.watch_head("b")
+    service.delete_peering(B, "b", "db", "from-web")       # the requester's half is Pending again
+    assert service.get_peering(A, "a", "web", "to-db").reason == "RemoteWithdrawn"
+    assert service.list_peering_requests(B, "b") == [dataclasses.replace(r, half=service.get_peering(
+        A, "a", "web", "to-db"))]
+    events, _ = service.watch_events("b", None, head)
+    assert [(e.kind, e.type) for e in events if e.kind == "peering_request"] == [("peering_request", "Created")]
+    # Dismissed, then accepted and withdrawn again: it stays dismissed.
+    service.dismiss_peering_request(B, "b", "db", r.id)
+    service.accept_peering_request(B, "b", "db", r.id, "from-web")
+    head = service.watch_head("b")
+    service.delete_peering(B, "b", "db", "from-web")
+    assert service.list_peering_requests(B, "b") == []
+    events, _ = service.watch_events("b", None, head)
+    assert [e for e in events if e.kind == "peering_request"] == []
