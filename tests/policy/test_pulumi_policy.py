@@ -87,7 +87,7 @@ def test_policy_pack_over_previews(program, policy_pack, stacks, netpeerd, pulum
     assert "peers with namespace 'team-x', which is not on the allow-list (team-a, shared)" \
         in found["netpeer-peer-namespace-allow-list"]
     assert "has no description" in found["netpeer-peering-description"]
-    assert "reaches site 'west' without the label 'cross-site-approved: <value>'" \
+    assert "reaches site 'west' without the label 'cross-site-approved: VALUE'" \
         in found["netpeer-cross-site-label"]
 
     # Each rule alone fails the preview.

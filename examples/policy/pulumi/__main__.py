@@ -89,7 +89,7 @@ def check_cross_site_label(args: ResourceValidationArgs, report: ReportViolation
     # `label: value`, the value non-blank; not part of a longer word (`my-cross-site-approved:` is not it).
     if re.search(rf"(?<![\w-]){re.escape(label)}:\s*\S", description):
         return
-    report(f"{subject(args)} reaches site {site!r} without the label '{label}: <value>' in its description")
+    report(f"{subject(args)} reaches site {site!r} without the label '{label}: VALUE' in its description")
 
 
 PolicyPack(
