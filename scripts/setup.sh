@@ -126,6 +126,7 @@ fi
 if [ "$want_opentofu" = 1 ]; then
   PYTHON=.venv/bin/python bash scripts/install-opentofu.sh >/dev/null
   PYTHON=.venv/bin/python bash scripts/install-tofu-provider.sh >/dev/null
+  bash scripts/install-opa.sh >/dev/null
 fi
 
 # --- wireguard-go (userspace WireGuard between the sites of `netpeer dev up --sites`) ---
