@@ -34,8 +34,9 @@ prefix="$cache_root/opa/$ver"
 bin="$prefix/bin"
 
 stamp_value() { printf 'recipe=%s module=%s@%s\n' "$RECIPE" "$MODULE" "$ver"; }
-# `opa version` prints "Version: 1.22.3" first.
-version_ok() { "$1" version 2>/dev/null | head -n1 | grep -x "Version: ${ver#v}" >/dev/null; }
+# `opa version` prints "Version: 1.22.3" among its lines. grep reads them all: `head` or `grep -q` could
+# exit first, and pipefail would then report opa's SIGPIPE as a failure.
+version_ok() { "$1" version 2>/dev/null | grep -x "Version: ${ver#v}" >/dev/null; }
 cached_ok() {
     [[ -x "$bin/opa" && -f "$prefix/.stamp" && "$(cat "$prefix/.stamp")" == "$(stamp_value)" ]] || return 1
     version_ok "$bin/opa"

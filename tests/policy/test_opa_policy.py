@@ -33,9 +33,11 @@ resource "netpeer_network" "p" {
 """
 
 
-def peering(label: str, remote_namespace: str, description: str, remote_site: str = "") -> str:
+def peering(label: str, remote_namespace: str, description: str, remote_site: str = "", namespace: str = "") -> str:
+    own = f'namespace = "{namespace}"' if namespace else ""
     return f"""
 resource "netpeer_peering" "{label}" {{
+  {own}
   network          = netpeer_network.p.name
   name             = "{label.replace('_', '-')}"
   remote_namespace = "{remote_namespace}"
@@ -95,9 +97,11 @@ def test_opa_rules_over_tofu_plans(opa, tofu_home, netpeerd, state_dir):
         m.init()
         return m
 
-    # Compliant: an allow-listed namespace, a description, a cross-site peering with its label.
+    # Compliant: an allow-listed namespace, a description, a cross-site peering with its label, a peering
+    # inside the module's own namespace (named: the token's default is not known to the plan).
     good = module("good", peering("to_a", "team-a", "billing reads the ledger")
-                  + peering("to_west", "shared", "backups [cross-site-approved: NET-42]", "west"))
+                  + peering("to_west", "shared", "backups [cross-site-approved: NET-42]", "west")
+                  + peering("in_own", "team-b", "inside our own namespace", namespace="team-b"))
     plan = planned(good)
     changes = {rc["address"]: rc["change"] for rc in json.loads(plan.read_text())["resource_changes"]}
     assert changes["netpeer_peering.to_west"]["actions"] == ["create"]
