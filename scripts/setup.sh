@@ -4,11 +4,13 @@
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
 #   - its YAML and Node.js language hosts and the TypeScript SDK (scripts/install-pulumi-languages.sh; cached)
+#   - the venv of the CrossGuard policy pack examples/policy/pulumi, apart from .venv (scripts/install-pulumi-policy.sh; cached)
 #   - lincheck, the linearizability checker: tests/linearizability/checker over Porcupine from the Go
 #     module proxy (scripts/install-porcupine.sh; cached)
 #   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh)
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
 #     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
+#   - OPA, which evaluates examples/policy/opa over `tofu show -json` (scripts/install-opa.sh; cached)
 # Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI (and the languages),
 # --no-pulumi-languages only the YAML/TypeScript toolchain, --no-opentofu OpenTofu,
 # --no-wireguard wireguard-go (then `netpeer dev up --sites` and tests/sites fail, saying so),
@@ -115,6 +117,8 @@ if [ "$want_pulumi" = 1 ]; then
     # Not fatal: the Python toolchain works without it.
     bash scripts/install-pulumi-languages.sh >/dev/null \
       || say "warning: the YAML/TypeScript toolchain for Pulumi failed to install (see above)"
+    # The policy pack's own venv (pulumi-policy pins an older protobuf), linked into the example pack.
+    PYTHON="$PY" bash scripts/install-pulumi-policy.sh examples/policy/pulumi >/dev/null
   fi
 fi
 
@@ -122,6 +126,7 @@ fi
 if [ "$want_opentofu" = 1 ]; then
   PYTHON=.venv/bin/python bash scripts/install-opentofu.sh >/dev/null
   PYTHON=.venv/bin/python bash scripts/install-tofu-provider.sh >/dev/null
+  bash scripts/install-opa.sh >/dev/null
 fi
 
 # --- wireguard-go (userspace WireGuard between the sites of `netpeer dev up --sites`) ---
