@@ -42,7 +42,8 @@ def nav(caller: dict, csrf: str, namespace: str | None) -> str:
     links = [f'<a href="/networks?namespace={e(ns)}"{" class=current" if ns == namespace else ""}>{e(ns)}</a>'
              for ns in caller["namespaces"]]
     if caller["admin"]:
-        links.append('<a href="/admin">region</a>')
+        links += [f'<a href="/networks"{" class=current" if namespace and namespace not in caller["namespaces"] else ""}>'
+                  'namespaces</a>', '<a href="/admin">region</a>']
     who = "admin" if caller["admin"] else f"token {caller['token_id']}"
     return (f'<nav>{" ".join(links)}</nav><span class="who">{e(who)}</span>'
             f'<form method="post" action="/signout" class="signout"><input type="hidden" name="csrf" '

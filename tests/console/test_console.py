@@ -74,7 +74,7 @@ def test_a_tenant_signs_in_and_sees_only_its_own_namespace(console, browser):
     assert "token: not accepted (unknown, revoked or expired)" in page.inner_text("#message")
     sign_in(page, console, a)
     assert page.url.endswith("/networks")
-    page.wait_for_function("window.netpeerGraph && window.netpeerGraph.ready")
+    page.wait_for_function("() => window.netpeerGraph && window.netpeerGraph.ready")
     shot(page, "networks")
     text = page.inner_text("main")
     assert "net-a" in text and "web" in text
@@ -100,7 +100,7 @@ def test_a_peering_goes_from_pending_to_bound_live_while_the_other_tenant_consen
     a, b, ca, cb = tenants(console)
     page = browser
     sign_in(page, console, a)
-    page.wait_for_function("window.netpeerGraph && window.netpeerGraph.ready")
+    page.wait_for_function("() => window.netpeerGraph && window.netpeerGraph.ready")
     # Tenant A consents in the console; the row and the edge appear from the Watch stream.
     page.select_option("#consent-network", "net-a")
     page.fill("#consent-name", "to-b")
@@ -108,7 +108,7 @@ def test_a_peering_goes_from_pending_to_bound_live_while_the_other_tenant_consen
     page.fill("#consent-remote-network", "net-b")
     page.click("#consent")
     page.wait_for_selector('tr[data-peering="net-a/to-b"] td.phase.pending')
-    page.wait_for_function("window.netpeerGraph.ready")
+    page.wait_for_function("() => window.netpeerGraph.ready")
     page.evaluate("window.notReloaded = true")   # gone if the page were loaded again
     env = {**os.environ, "NETPEER_ENDPOINT": console.endpoint, "NETPEER_TOKEN": b}
     out = subprocess.run([sys.executable, "-m", "netpeer.cli.main", "peering", "create", "-n", "team-b", "net-b",
@@ -167,7 +167,7 @@ def test_a_revoked_token_is_sent_back_to_sign_in(console, browser):
     a, b, ca, cb = tenants(console)
     page = browser
     sign_in(page, console, a)
-    page.wait_for_function("window.netpeerGraph && window.netpeerGraph.ready")
+    page.wait_for_function("() => window.netpeerGraph && window.netpeerGraph.ready")
     token_id = ca.caller()["token_id"]
     with console.client() as admin:
         admin.revoke_token(token_id)
