@@ -26,6 +26,10 @@ serves other pages too: the web console (``netpeer.console``) answers its
 requests through ``HttpEndpoint.handle``, with request bodies up to
 ``Limits.body_bytes`` and answers streamed as they are made (server-sent
 events). Its limits are the same whoever connects.
+
+Longer than 400 lines by a little: the connection's life (accept, TLS,
+timeouts, eviction, bodies, streaming) reads in one place, where a path
+that leaks a connection or a thread is seen.
 """
 
 from __future__ import annotations
