@@ -247,6 +247,17 @@ def test_the_admin_sees_two_sites_and_a_link_cut_and_healed(two_sites, browser):
     sign_in(page, east, tenant)
     page.goto(console_url(east) + "/admin")
     assert "admin" in page.inner_text("#message").lower()
+    # A peering with a network of the other site: drawn apart, in a group of that site and namespace.
+    with east.client(tenant) as c:
+        c.create_network("team-a", "net-a", ["10.1.0.0/24"])
+        c.create_peering("team-a", "net-a", "to-west", "net-w", "team-w", remote_site="west")
+    page.goto(console_url(east) + "/networks")
+    page.wait_for_function("() => window.netpeerGraph && window.netpeerGraph.ready")
+    nodes = page.evaluate("window.netpeerGraph.cy.nodes().map(n => [n.id(), n.classes().join(' '), "
+                          "n.data('parent') || ''])")
+    assert ["g:west/team-w", "group remote-site", ""] in nodes
+    assert ["r:west/team-w/net-w", "remote", "g:west/team-w"] in nodes
+    assert "west:team-w/net-w" in page.inner_text('tr[data-peering="net-a/to-west"]')
 
 
 def test_the_console_starts_without_the_graph_library_and_says_so(ovn, state_dir, browser, caplog):
