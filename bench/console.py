@@ -82,7 +82,8 @@ def _server_ms(url: str, cookie: str) -> float:
 def measure(url: str, token: str, samples: int) -> dict:
     from playwright.sync_api import sync_playwright
     profile = tempfile.mkdtemp(prefix="np-bench-chromium-")
-    out: dict[str, list[float]] = {"server_ms": [], "dom_ms": [], "graph_ms": [], "zoom_ms": [], "pan_ms": [], "click_ms": []}
+    out: dict[str, list[float]] = {k: [] for k in ("server_ms", "dom_ms", "graph_ms", "zoom_ms", "pan_ms",
+                                                   "click_ms")}
     try:
         with sync_playwright() as p:
             context = p.chromium.launch_persistent_context(profile, executable_path=shutil.which("chromium"),

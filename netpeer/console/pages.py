@@ -42,8 +42,9 @@ def nav(caller: dict, csrf: str, namespace: str | None) -> str:
     links = [f'<a href="/networks?namespace={e(ns)}"{" class=current" if ns == namespace else ""}>{e(ns)}</a>'
              for ns in caller["namespaces"]]
     if caller["admin"]:
-        links += [f'<a href="/networks"{" class=current" if namespace and namespace not in caller["namespaces"] else ""}>'
-                  'namespaces</a>', '<a href="/admin">region</a>']
+        elsewhere = namespace and namespace not in caller["namespaces"]
+        links += [f'<a href="/networks"{" class=current" if elsewhere else ""}>namespaces</a>',
+                  '<a href="/admin">region</a>']
     who = "admin" if caller["admin"] else f"token {caller['token_id']}"
     return (f'<nav>{" ".join(links)}</nav><span class="who">{e(who)}</span>'
             f'<form method="post" action="/signout" class="signout"><input type="hidden" name="csrf" '
@@ -140,10 +141,11 @@ def admin(status: dict) -> str:
         for s in status["sites"])
     last = status["last_sweep"] or {}
     leader = status["leader"] or "(one netpeerd, no replicas)"
+    connected = "connected" if status["dataplane_connected"] else "NOT connected"
     return f"""<h1>Region</h1>
 <dl class="status"><dt>site</dt><dd id="site">{e(status['site'] or '(none)')}</dd>
 <dt>version</dt><dd>{e(status['version'])}</dd>
-<dt>dataplane</dt><dd>{e(status['dataplane'])} ({'connected' if status['dataplane_connected'] else 'NOT connected'})</dd>
+<dt>dataplane</dt><dd>{e(status['dataplane'])} ({connected})</dd>
 <dt>replica</dt><dd>{e(status['replica'] or '-')}</dd><dt>leader</dt><dd id="leader">{e(leader)}</dd></dl>
 <h2>Links to other sites</h2>
 <table id="sites"><thead><tr><th>site</th><th>reachable</th><th>last exchange</th><th>slots used / capacity</th>
@@ -151,7 +153,8 @@ def admin(status: dict) -> str:
 <h2>Sweeps</h2>
 <dl class="sweeps"><dt>sweeps</dt><dd id="sweeps">{e(status['sweeps'])}</dd>
 <dt>last</dt><dd>{e(status['last_sweep_start_time'])} – {e(status['last_sweep_end_time'])}:
-expired {e(last.get('expired', 0))}, repaired rows {e(last.get('repaired_rows', 0))}, errors {e(last.get('errors', 0))}</dd>
+expired {e(last.get('expired', 0))}, repaired rows {e(last.get('repaired_rows', 0))},
+errors {e(last.get('errors', 0))}</dd>
 <dt>in all</dt><dd>expired {e(status['sweep_totals']['expired'])}, repaired rows
 {e(status['sweep_totals']['repaired_rows'])}, errors {e(status['sweep_totals']['errors'])}</dd></dl>"""
 
