@@ -75,6 +75,7 @@ class Limits:
         ("/netpeer.v1.NetworkService/CreatePeering", 12 << 10),          # 4.5 KB
         ("/netpeer.v1.NetworkService/UpdatePeering", 12 << 10),          # 5.1 KB (a Peering as read)
         ("/netpeer.v1.NetworkService/BatchCreatePeerings", 6 << 20),     # 4.5 MB
+        ("/netpeer.v1.NetworkService/AcceptPeeringRequest", 12 << 10),   # 4.4 KB (a description and a ttl)
         ("/netpeer.v1.TokenService/CreateToken", 128 << 10))             # 69 KB with 1,000 namespaces
     # The most one answer may weigh (a batch of 1,000 peerings: 5.1 MB; a network with 500 Bound peers
     # of 272 prefixes each: 6.3 MB); a larger one is an error of one line (RESOURCE_EXHAUSTED), never sent.

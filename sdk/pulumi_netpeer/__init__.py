@@ -8,6 +8,8 @@
                                   remote_namespace="team-b", remote_network="net-b")
     pulumi.export("phase", peer.phase)   # Pending until team-b consents, then Bound
 
+The requests to peer with your networks: ``get_peering_requests`` (docs/inbox.md).
+
 Settings: ``netpeer:endpoint``, ``netpeer:token`` (secret), ``netpeer:caCert``
 in the stack configuration, or ``NETPEER_ENDPOINT`` / ``NETPEER_TOKEN`` /
 ``NETPEER_CA_CERT`` in the environment.
@@ -15,5 +17,7 @@ in the stack configuration, or ``NETPEER_ENDPOINT`` / ``NETPEER_TOKEN`` /
 
 from pulumi_netpeer.network import InlinePeeringArgs, Network, NetworkArgs
 from pulumi_netpeer.peering import NetworkPeering, NetworkPeeringArgs
+from pulumi_netpeer.requests import GetPeeringRequestsResult, get_peering_requests
 
-__all__ = ["Network", "NetworkArgs", "InlinePeeringArgs", "NetworkPeering", "NetworkPeeringArgs"]
+__all__ = ["Network", "NetworkArgs", "InlinePeeringArgs", "NetworkPeering", "NetworkPeeringArgs",
+           "GetPeeringRequestsResult", "get_peering_requests"]

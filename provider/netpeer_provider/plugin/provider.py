@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 from pulumi.provider.experimental import provider as p
 
 from netpeer_provider import core
-from netpeer_provider.core import schema
+from netpeer_provider.core import inbox, schema
 from netpeer_provider.plugin import schema_json, values
 from netpeer_provider.pulumi_engine import Engine, PulumiTerms, field_changes
 
@@ -121,6 +121,16 @@ class NetpeerProvider(p.Provider):
                               delete_before_replace=d.delete_before_replace,
                               diffs=[schema.camel_case(x) for x in d.detailed()],
                               detailed_diff=kinds(d, resource, olds, news))
+
+    async def invoke(self, request: p.InvokeRequest) -> p.InvokeResponse:
+        """The package's functions: ``getPeeringRequests`` (docs/inbox.md)."""
+        if request.tok != schema_json.token(schema_json.GET_PEERING_REQUESTS):
+            raise core.ProviderError(f"function: {request.tok!r} is not a netpeer function "
+                                     f"({schema_json.token(schema_json.GET_PEERING_REQUESTS)})")
+        args = values.props_to_core(request.args)
+        s = self.session()
+        found = await self._run(lambda: inbox.list_requests(s, args.get("namespace"), args.get("network")))
+        return p.InvokeResponse(return_value=values.props_to_pulumi(found))
 
     async def create(self, request: p.CreateRequest) -> p.CreateResponse:
         _, ops = resource_of(request.urn)

@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from netpeer_provider.core import schema
+from netpeer_provider.core import inbox, schema
 
 PACKAGE = "netpeer"
 MODULE = "index"
@@ -108,6 +108,38 @@ TYPE_DESCRIPTIONS = {
 }
 
 
+#: The package's one function (``netpeer_provider.core.inbox``).
+GET_PEERING_REQUESTS = "getPeeringRequests"
+
+
+def _inbox_field(kind: str, description: str) -> dict[str, Any]:
+    t = {"type": "array", "items": {"type": "string"}} if kind == "array" else {"type": "string"}
+    return {**t, "description": describe(description)}
+
+
+def _functions() -> dict[str, Any]:
+    return {token(GET_PEERING_REQUESTS): {
+        "description": "The requests other networks make to peer with the networks of a namespace (halves naming "
+                       "them with no matching half yet, not dismissed): accept one in code with a NetworkPeering "
+                       "built from its fields.",
+        "inputs": {"properties": {
+            "namespace": {"type": "string", "description": "Default: the token's namespace when it grants one."},
+            "network": {"type": "string", "description": "Only the requests to this network."}}},
+        "outputs": {"properties": {
+            "namespace": {"type": "string", "description": "The namespace read."},
+            "network": {"type": "string", "description": "The network asked for (\"\": all)."},
+            "requests": {"type": "array", "items": {"$ref": f"#/types/{token('PeeringRequest')}"},
+                         "description": "By network, then requester."}},
+            "required": ["namespace", "network", "requests"]},
+    }}
+
+
+def _request_type() -> dict[str, Any]:
+    return {"type": "object", "description": "A request to peer with a network of the namespace.",
+            "properties": {schema.camel_case(n): _inbox_field(k, d) for n, k, d in inbox.REQUEST_FIELDS},
+            "required": [schema.camel_case(n) for n, _, _ in inbox.REQUEST_FIELDS]}
+
+
 def dynamic_package() -> dict[str, Any]:
     """A schema for the Python dynamic resources (``pulumi-python:dynamic/netpeer:*``,
     snake_case names), answered by netpeer's dynamic-provider host so that
@@ -148,9 +180,11 @@ def package() -> dict[str, Any]:
             "description": describe(schema.PROVIDER.description),
             "inputProperties": {schema.camel_case(f.name): _property(f, setting=True) for f in settings},
         },
-        "types": {token(t.name): _object(t, TYPE_DESCRIPTIONS[t.name])
-                  for t in (schema.INLINE_PEERING, schema.PEERING_STATUS, schema.PEERED_NETWORK)},
+        "types": {**{token(t.name): _object(t, TYPE_DESCRIPTIONS[t.name])
+                     for t in (schema.INLINE_PEERING, schema.PEERING_STATUS, schema.PEERED_NETWORK)},
+                  token("PeeringRequest"): _request_type()},
         "resources": {token(r.name): _resource(r) for r in schema.RESOURCES.values()},
+        "functions": _functions(),
         "language": {
             "nodejs": {"packageName": "@netpeer/pulumi", "respectSchemaVersion": True,
                        "packageDescription": "Pulumi resources for netpeer: networks and mutually consented "

@@ -1,5 +1,5 @@
-"""netpeer's OpenTofu (and Terraform) provider: ``netpeer_network``, ``netpeer_peering`` and the
-``netpeer_network`` data source, a thin face over ``netpeer_provider.core``.
+"""netpeer's OpenTofu (and Terraform) provider: ``netpeer_network``, ``netpeer_peering``, the
+``netpeer_network`` and ``netpeer_peering_requests`` data sources, a thin face over ``netpeer_provider.core``.
 
 The core decides everything (validation, what replaces and what updates in place, the calls to
 netpeerd, ids, errors); this module translates between OpenTofu's plans and states and the core's
@@ -21,12 +21,12 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from netpeer_provider import core
-from netpeer_provider.core import schema as cs
+from netpeer_provider.core import inbox, schema as cs
 from netpeer_provider.core.errors import Terms
 from netpeer_provider.core.session import default_namespace
 
 from . import mapping
-from .codec import STRING, UNKNOWN
+from .codec import STRING, UNKNOWN, list_of, object_of
 from .provider import DataSource, Plan, Provider, Resource, TofuError, error, fail_keeping_state, warn
 from .schema import Attribute, Schema
 
@@ -295,13 +295,43 @@ class NetworkData(DataSource):
         return {**Network(self.provider).state(found.id, found.outputs, None), "name": config["name"]}
 
 
+#: One request of ``netpeer_peering_requests`` (docs/inbox.md).
+REQUEST_TYPE = object_of({name: list_of(STRING) if kind == "array" else STRING
+                          for name, kind, _ in inbox.REQUEST_FIELDS})
+
+
+class PeeringRequestsData(DataSource):
+    """The requests to peer with networks of a namespace (docs/inbox.md): accept one in code with a
+    ``netpeer_peering`` built from its fields (``remote_namespace = requester_namespace``, ...)."""
+
+    type_name = "netpeer_peering_requests"
+    schema = Schema(
+        attributes={
+            "namespace": Attribute(STRING, "The namespace whose networks the requests name (default: the "
+                                           "token's namespace when it grants exactly one).", optional=True,
+                                   computed=True),
+            "network": Attribute(STRING, "Only the requests to this network.", optional=True),
+            "requests": Attribute(list_of(REQUEST_TYPE), "The requests not dismissed, by network, then "
+                                                         "requester.", computed=True),
+        },
+        description="Reads the requests other networks make to peer with the networks of a namespace: halves "
+                    "naming them that have no matching half yet.")
+
+    def read(self, config: dict) -> dict:
+        try:
+            found = inbox.list_requests(self.provider.session(), config.get("namespace"), config.get("network"))
+        except core.ProviderError as exc:
+            raise TofuError(exc.message, attribute=exc.path or None) from None
+        return {**found, "network": config.get("network")}
+
+
 class NetpeerProvider(Provider):
     """The ``provider "netpeer"`` block: endpoint, token, TLS files; each falls back to its variable."""
 
     schema = Schema(attributes=mapping.provider_attributes(),
                     description=cs.PROVIDER.description)
     resources = (Network, Peering)
-    data_sources = (NetworkData,)
+    data_sources = (NetworkData, PeeringRequestsData)
 
     def __init__(self) -> None:
         super().__init__()
