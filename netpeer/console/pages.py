@@ -41,6 +41,8 @@ def layout(page: str, title: str, body: str, *, nav: str = "", message: str = ""
 def nav(caller: dict, csrf: str, namespace: str | None) -> str:
     links = [f'<a href="/networks?namespace={e(ns)}"{" class=current" if ns == namespace else ""}>{e(ns)}</a>'
              for ns in caller["namespaces"]]
+    if namespace:
+        links.append(f'<a href="/inbox?namespace={e(namespace)}" id="inbox-link">inbox</a>')
     if caller["admin"]:
         elsewhere = namespace and namespace not in caller["namespaces"]
         links += [f'<a href="/networks"{" class=current" if elsewhere else ""}>namespaces</a>',
@@ -113,6 +115,37 @@ def networks(namespace: str, rows: list[dict], peerings: dict[str, list[dict]], 
 <button type="submit" id="consent">Consent</button></form></section>
 <section><h2>Networks ({len(rows)})</h2><table id="networks"><thead><tr><th>network</th><th>subnets</th>
 <th>peerings</th></tr></thead><tbody>{"".join(table)}</tbody></table></section>"""
+
+
+def inbox(namespace: str, requests: list[dict], csrf: str) -> str:
+    """The requests to the namespace's networks, each with accept and dismiss."""
+    rows = "".join(_request_row(namespace, r, csrf) for r in requests)
+    return f"""<h1>Inbox of {e(namespace)}</h1>
+<p class="hint">Halves of other namespaces naming your networks, with no matching half yet. Accepting creates the
+matching half (so both halves exist, as always); dismissing hides the request from this list. The requester sees no
+difference either way.</p>
+<table id="requests" data-namespace="{e(namespace)}" data-csrf="{e(csrf)}"><thead><tr><th>to network</th>
+<th>from</th><th>prefixes</th><th>created</th><th>expires</th><th>accept as</th><th></th></tr></thead>
+<tbody>{rows}</tbody></table>
+<p id="no-requests"{' hidden' if requests else ''}>No request is waiting.</p>"""
+
+
+def accept_name(r: dict) -> str:
+    """A name for the half that accepting ``r`` creates (the user may change it)."""
+    return f"from-{r['requester_namespace']}-{r['requester_network']}"[:63].rstrip("-.")
+
+
+def _request_row(namespace: str, r: dict, csrf: str) -> str:
+    hidden = (f'<input type="hidden" name="csrf" value="{e(csrf)}"><input type="hidden" name="namespace" '
+              f'value="{e(namespace)}"><input type="hidden" name="network" value="{e(r["network"])}">'
+              f'<input type="hidden" name="request" value="{e(r["id"])}">')
+    return (f'<tr class="request" data-request="{e(r["id"])}"><td>{e(r["network"])}</td>'
+            f'<td>{e(r["requester_namespace"])}/{e(r["requester_network"])} ({e(r["requester_peering"])})</td>'
+            f'<td>{e(", ".join(r["prefixes"]))}</td><td>{e(r["create_time"])}</td><td>{e(r["expires_at"])}</td>'
+            f'<td><form method="post" action="/inbox/accept" class="accept">{hidden}'
+            f'<input name="name" value="{e(accept_name(r))}" required><button type="submit">Accept</button></form></td>'
+            f'<td><form method="post" action="/inbox/dismiss" class="dismiss">{hidden}'
+            f'<button type="submit">Dismiss</button></form></td></tr>')
 
 
 def pick_namespace(message: str = "") -> str:

@@ -112,7 +112,8 @@ class Console(HttpEndpoint):
         routes = {("GET", "/"): self._home, ("GET", "/signin"): self._signin_page, ("POST", "/signin"): self._signin,
                   ("POST", "/signout"): self._signout, ("GET", "/networks"): self._networks,
                   ("GET", "/peering"): self._peering, ("GET", "/admin"): self._admin,
-                  ("POST", "/peerings"): self._consent}
+                  ("POST", "/peerings"): self._consent, ("GET", "/inbox"): self._inbox,
+                  ("POST", "/inbox/accept"): self._accept_request, ("POST", "/inbox/dismiss"): self._dismiss_request}
         handler = routes.get((method, path))
         if handler is None:
             if any(p == path for _, p in routes):
@@ -179,9 +180,10 @@ class Console(HttpEndpoint):
         return _redirect("/signin?m=signedout", clear=True, secure=self.secure)
 
     def _page(self, session: Session, page: str, title: str, body: str, namespace: str | None = None,
-              message: str = "", status: int = 200, keep: bool = True) -> Answer:
+              message: str = "", status: int = 200, keep: bool = True, error: bool = True) -> Answer:
         html = pages.layout(page, title, body, nav=pages.nav(session.caller, session.csrf, namespace),
-                            message=message, graph=page == "networks" and self.graph_asset is not None)
+                            message=message, error=error,
+                            graph=page == "networks" and self.graph_asset is not None)
         return status, HEADERS + [HTML], html, keep
 
     def _namespace(self, request, session) -> str | None:
@@ -230,6 +232,52 @@ class Console(HttpEndpoint):
             return self._networks(request, session, {}, message=exc.message, status=_status(exc))
         query = urllib.parse.urlencode({"namespace": ns})
         return _redirect(f"/networks?{query}", secure=self.secure)
+
+    def _inbox(self, request, session, form, namespace: str | None = None, message: str = "",
+               status: int = 200, error: bool = True) -> Answer:
+        if session is None or session.token is None:
+            return _redirect("/signin", secure=self.secure)
+        ns = namespace or self._namespace(request, session)
+        if ns is None:
+            return self._page(session, "pick", "Namespaces", pages.pick_namespace())
+        try:
+            requests = session.client.list_peering_requests(ns)
+        except errors.Unauthenticated:
+            raise
+        except errors.NetpeerError as exc:
+            return self._page(session, "inbox", "Inbox", "", ns, message=exc.message, status=_status(exc))
+        return self._page(session, "inbox", f"Inbox of {ns}", pages.inbox(ns, requests, session.csrf), ns,
+                          message=message, status=status, error=error)
+
+    def _accept_request(self, request, session, form) -> Answer:
+        """Accepts a request: the matching half, named by the form. A request
+        withdrawn meanwhile, a name refused, prefixes that now overlap: the
+        API's answer, on the inbox page."""
+        if session.token is None:
+            return _redirect("/signin", secure=self.secure)
+        ns, network, rid = form.get("namespace", ""), form.get("network", ""), form.get("request", "")
+        try:
+            half = session.client.accept_peering_request(ns, network, rid, form.get("name", ""))
+        except errors.Unauthenticated:
+            raise
+        except errors.NetpeerError as exc:
+            return self._inbox(request, session, form, ns, message=exc.message, status=_status(exc))
+        note = (f"Accepted: {half['network']}/{half['name']} towards {pages.remote_label(half)} is {half['phase']}"
+                + (f" ({half['reason']}: {half['message']})" if half["phase"] != "Bound" else "") + ".")
+        return self._inbox(request, session, form, ns, message=note, error=half["phase"] == "Failed")
+
+    def _dismiss_request(self, request, session, form) -> Answer:
+        if session.token is None:
+            return _redirect("/signin", secure=self.secure)
+        ns = form.get("namespace", "")
+        try:
+            session.client.dismiss_peering_request(ns, form.get("network", ""), form.get("request", ""))
+        except errors.Unauthenticated:
+            raise
+        except errors.NetpeerError as exc:
+            return self._inbox(request, session, form, ns, message=exc.message, status=_status(exc))
+        return self._inbox(request, session, form, ns, message="Dismissed: it is not listed again; its requester "
+                           "sees no difference.", error=False)
 
     def _peering(self, request, session, form) -> Answer:
         if session is None or session.token is None:

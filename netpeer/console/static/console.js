@@ -161,6 +161,59 @@
     });
   }
 
+  function requestRow(table, r) {
+    var row = document.createElement("tr");
+    row.className = "request";
+    row.setAttribute("data-request", r.id);
+    var cells = [r.network, r.requester_namespace + "/" + r.requester_network + " (" + r.requester_peering + ")",
+                 (r.prefixes || []).join(", "), r.create_time, r.expires_at];
+    cells.forEach(function (v) { var td = document.createElement("td"); text(td, v); row.appendChild(td); });
+    ["accept", "dismiss"].forEach(function (action) {
+      var td = document.createElement("td"), form = document.createElement("form");
+      form.method = "post";
+      form.action = "/inbox/" + action;
+      form.className = action;
+      var fields = { csrf: table.dataset.csrf, namespace: table.dataset.namespace, network: r.network,
+                     request: r.id };
+      Object.keys(fields).forEach(function (k) {
+        var input = document.createElement("input");
+        input.type = "hidden"; input.name = k; input.value = fields[k];
+        form.appendChild(input);
+      });
+      if (action === "accept") {
+        var name = document.createElement("input");
+        name.name = "name"; name.required = true;
+        name.value = ("from-" + r.requester_namespace + "-" + r.requester_network).slice(0, 63).replace(/[-.]+$/, "");
+        form.appendChild(name);
+      }
+      var button = document.createElement("button");
+      button.type = "submit";
+      text(button, action === "accept" ? "Accept" : "Dismiss");
+      form.appendChild(button);
+      td.appendChild(form);
+      row.appendChild(td);
+    });
+    return row;
+  }
+
+  if (page === "inbox") {
+    var table = document.getElementById("requests");
+    stream("/events?namespace=" + encodeURIComponent(table.dataset.namespace), {
+      change: function (c) {
+        if (c.kind !== "peering_request") { return; }
+        var old = table.querySelector('tr[data-request="' + CSS.escape(c.name) + '"]');
+        if (c.type === "Deleted") {
+          if (old) { old.remove(); }
+        } else if (c.peering_request) {
+          var row = requestRow(table, c.peering_request);
+          if (old) { old.replaceWith(row); } else { table.tBodies[0].appendChild(row); }
+        }
+        document.getElementById("no-requests").hidden = table.tBodies[0].rows.length > 0;
+      },
+      error: function (e) { note(e.message); }
+    });
+  }
+
   if (page === "peering") {
     var list = document.getElementById("history");
     var url = "/events?since=0&namespace=" + encodeURIComponent(list.dataset.namespace) + "&network=" +
