@@ -8,6 +8,8 @@
 #   - lincheck, the linearizability checker: tests/linearizability/checker over Porcupine from the Go
 #     module proxy (scripts/install-porcupine.sh; cached)
 #   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh)
+#   - the web console's graph library from the npm registry (scripts/install-console-assets.sh; cached),
+#     and Debian's chromium for tests/console (not with --demo or --sites)
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
 #     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
 #   - OPA, which evaluates examples/policy/opa over `tofu show -json` (scripts/install-opa.sh; cached)
@@ -29,6 +31,7 @@ want_wireguard=1
 want_porcupine=1
 want_postgresql=1
 want_ic=1
+want_chromium=1
 for arg in "$@"; do
   case "$arg" in
     --no-pulumi) want_pulumi=0 ;;
@@ -37,8 +40,8 @@ for arg in "$@"; do
     --no-wireguard) want_wireguard=0 ;;
     --no-porcupine) want_porcupine=0 ;;
     --demo) want_pulumi_languages=0; want_opentofu=0; want_wireguard=0; want_porcupine=0; want_postgresql=0
-            want_ic=0 ;;
-    --sites) want_pulumi_languages=0; want_opentofu=0; want_porcupine=0; want_postgresql=0 ;;
+            want_ic=0; want_chromium=0 ;;
+    --sites) want_pulumi_languages=0; want_opentofu=0; want_porcupine=0; want_postgresql=0; want_chromium=0 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -49,6 +52,8 @@ done
 APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps openssl)
 if [ "$want_ic" = 1 ]; then APT_PACKAGES+=(ovn-ic ovn-ic-db); fi
 if [ "$want_postgresql" = 1 ]; then APT_PACKAGES+=(postgresql); fi
+# chromium: tests/console drive it with Playwright (never a browser Playwright downloads).
+if [ "$want_chromium" = 1 ]; then APT_PACKAGES+=(chromium); fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -107,6 +112,10 @@ if [ -f "$sys_json" ] && [ ! -e "$venv_ovs/_json$ext" ]; then
     rm -f "$venv_ovs/_json$ext"
   fi
 fi
+
+# --- the console's graph library (make demo shows the console too) -------------
+bash scripts/install-console-assets.sh >/dev/null \
+  || say "warning: the console's graph library did not install: the console shows tables without the graph"
 
 # --- Pulumi CLI --------------------------------------------------------------
 if [ "$want_pulumi" = 1 ]; then
