@@ -24,6 +24,8 @@ _P_COLS = ", ".join(f"p.{c.strip()}" for c in PEER_COLS.split(","))
 _HALF = ("d.requester_namespace=p.namespace AND d.requester_network=p.network AND d.requester_name=p.name "
          "AND d.requester_uid=p.network_uid AND d.requester_create_time=p.create_time")
 KIND = REQUEST_KIND
+#: Where the events of requests to a namespace without networks go (no name is "").
+NOWHERE = ""
 
 
 class RequestsSql:
@@ -103,7 +105,15 @@ class RequestsSql:
             requester = self.get_network(half.network_key)
             prefixes = [str(x) for x in requester.prefixes] if requester is not None else []
             values = {"half": list(peering_values(half)), "prefixes": prefixes}
-        self._event(half.remote_namespace, half.remote_network, KIND, request_id(half), type_, values)
+        # A namespace without networks gets no events: each namespace named
+        # would otherwise keep a row of revisions for good, and any name can
+        # be named. Its events go to the namespace "", which no token can
+        # watch, by the same statements, so that the requester's calls cost
+        # the same whether the namespace has networks.
+        held = self._one("SELECT count(*) FROM (SELECT 1 FROM networks WHERE namespace=? LIMIT 1) n",
+                         (half.remote_namespace,))[0]
+        self._event(half.remote_namespace if held else NOWHERE, half.remote_network, KIND, request_id(half), type_,
+                    values)
 
 
 def _dismissal_key(half: Peering) -> tuple:

@@ -2,7 +2,8 @@
 requester's half answers the same, its calls run the same store statements
 and take times no simple statistical test tells apart, whether the network
 it names (a) does not exist, (b) exists and its owner has listed the
-request, or (c) its owner dismissed it. Measured as
+request, (c) its owner dismissed it, or (d) is in a namespace without
+networks (whose requests get no Watch events). Measured as
 tests/trust/test_enumeration.py measures creations: kinds interleaved in
 shuffled rounds, medians compared as ratios side by side."""
 
@@ -23,8 +24,9 @@ from tests.trust.rpc import Raw
 from tests.trust.stats import ks_2samp, mann_whitney_u
 
 OKC = grpc.StatusCode.OK
-# (label, the network of bank the requester's half names)
-KINDS = (("missing", "no-such-net"), ("listed", "listed"), ("dismissed", "dismissed"))
+# (label, the network the requester's half names, its namespace)
+KINDS = (("missing", "no-such-net", "bank"), ("listed", "listed", "bank"), ("dismissed", "dismissed", "bank"),
+         ("no namespace", "no-such-net", "nobody"))
 CALLS = ("create", "get", "update", "delete")
 ROUNDS = int(os.environ.get("NETPEER_INBOX_ORACLE_ROUNDS", "150"))
 PARENT = "namespaces/acme/networks/net-a"
@@ -38,16 +40,20 @@ def setup_world(d):
     return d.token("acme"), d.token("bank")
 
 
+def _half(kind) -> str:
+    return "to-" + kind[0].replace(" ", "-")
+
+
 def _name(kind) -> str:
-    return f"{PARENT}/peerings/to-{kind[0]}"
+    return f"{PARENT}/peerings/{_half(kind)}"
 
 
 def requester_calls(raw, acme, kind):
     """The requester's calls on its half towards ``kind``, as (call, request)."""
     ttl = duration_pb2.Duration(seconds=7200)
     return {
-        "create": ("CreatePeering", pb.CreatePeeringRequest(parent=PARENT, peering_id=f"to-{kind[0]}", peering=pb.Peering(
-            remote=pb.RemoteRef(namespace="bank", network=kind[1])))),
+        "create": ("CreatePeering", pb.CreatePeeringRequest(parent=PARENT, peering_id=_half(kind), peering=pb.Peering(
+            remote=pb.RemoteRef(namespace=kind[2], network=kind[1])))),
         "get": ("GetPeering", pb.GetPeeringRequest(name=_name(kind))),
         "update": ("UpdatePeering", pb.UpdatePeeringRequest(peering=pb.Peering(name=_name(kind), ttl=ttl),
                                                             update_mask=field_mask_pb2.FieldMask(paths=["ttl"]))),
@@ -58,7 +64,7 @@ def requester_calls(raw, acme, kind):
 def target_acts(raw, bank, kind):
     """What the target's owner does before the requester reads its half:
     nothing (there is no network), lists the request, or dismisses it."""
-    if kind[0] == "missing":
+    if kind[0] in ("missing", "no namespace"):
         return
     code, details, listed = raw.call("ListPeeringRequests", pb.ListPeeringRequestsRequest(
         parent=f"namespaces/bank/networks/{kind[1]}"), bank)
@@ -76,7 +82,8 @@ def normalized(msg, kind) -> str:
     out = json_format.MessageToDict(msg, preserving_proto_field_name=True)
     for field in ("create_time", "last_phase_transition_time", "expires_at"):
         out.pop(field, None)
-    return repr(out).replace(f"to-{kind[0]}", "<NAME>").replace(kind[1], "<NET>")
+    return repr(out).replace(_half(kind), "<NAME>").replace(kind[1], "<NET>").replace(f"'{kind[2]}'", "<NS>") \
+        .replace(f"{kind[2]}/", "<NS>/")
 
 
 def one_round(raw, acme, bank, rng, times=None, answers=None):
@@ -111,7 +118,7 @@ def test_the_requester_sees_the_same_answers(netpeerd):
         answers = {k[0]: [] for k in KINDS}
         for _ in range(2):
             one_round(raw, acme, bank, random.Random(1), answers=answers)
-    assert answers["missing"] == answers["listed"] == answers["dismissed"], answers
+    assert answers["missing"] == answers["listed"] == answers["dismissed"] == answers["no namespace"], answers
 
 
 def test_the_requester_runs_the_same_statements(netpeerd):

@@ -12,7 +12,7 @@ import pytest
 
 from netpeer import errors
 from netpeer.core.models import Caller, Phase
-from netpeer.service import Service
+from netpeer.service import Service, batch
 from netpeer.service.memory import MemoryDataplane
 from tests.pgsupport import make_store
 from tests.unit.test_service import Clock
@@ -193,3 +193,23 @@ def test_a_request_comes_back_when_the_target_withdraws_unless_dismissed(world):
     assert service.list_peering_requests(B, "b") == []
     events, _ = service.watch_events("b", None, head)
     assert [e for e in events if e.kind == "peering_request"] == []
+
+
+def test_requests_to_namespaces_without_networks_keep_no_revisions(world):
+    """Any name can be named: requests to 40 namespaces without networks add
+    no namespace's revisions (they are listed, and watched from the first network on)."""
+    service, _ = world
+    with service.store.read() as tx:
+        before = tx._one("SELECT count(*) FROM namespace_revisions")[0]
+    service.create_peerings(A, [batch.PeeringRequest("a", "web", f"to-{i}", "db", f"nobody-{i}")
+                                for i in range(40)])
+    with service.store.read() as tx:
+        assert tx._one("SELECT count(*) FROM namespace_revisions")[0] == before + 1   # a's own (and "")
+    assert [r.half.name for r in service.list_peering_requests(ADMIN, "nobody-7")] == ["to-7"]
+    # A namespace with a network gets its events.
+    service.create_network(ADMIN, "nobody-8", "db", ["10.8.0.0/24"])
+    service.create_network(ADMIN, "a", "api", ["10.9.0.0/24"])
+    head = service.watch_head("nobody-8")
+    service.create_peering(A, "a", "api", "to-8", "nobody-8", "db")
+    events, _ = service.watch_events("nobody-8", None, head)
+    assert [(e.kind, e.type) for e in events] == [("peering_request", "Created")]
