@@ -58,7 +58,15 @@ trap 'rm -rf "$work"' EXIT
 
 hash() { sha256sum | cut -c1-16; }
 # The sources that go into the wheel: what git tracks or would track (new files too), never build/ leftovers.
-sources() { git ls-files -co --exclude-standard -- pyproject.toml README.md netpeer dev provider sdk schema; }
+# Outside git (a copy of the tree), the files themselves, less Python's caches.
+sources() {
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files -co --exclude-standard -- pyproject.toml README.md netpeer dev provider sdk schema
+    else
+        find pyproject.toml README.md netpeer dev provider sdk schema -type f ! -name '*.pyc' \
+            ! -path '*/__pycache__/*' ! -path '*.egg-info/*'
+    fi
+}
 src_hash="$({ echo "version=$version python=$py_minor $base_py"; cat "${BASH_SOURCE[0]}";
               sources | sort | while IFS= read -r f; do [[ -f "$f" ]] && printf '%s %s\n' "$f" "$(sha256sum <"$f")"; done
             } | hash)"

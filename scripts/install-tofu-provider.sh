@@ -14,8 +14,9 @@
 # rename. Another version installs beside it; a `tofu init` running meanwhile sees the old build or the
 # new one, never half of one. Prints the platform directory (OpenTofu's) on stdout.
 #
-# Environment: HOME (where to install), PYTHON (the interpreter that builds the package; default .venv),
-# NETPEER_CACHE_DIR (where the stubs are cached).
+# Environment: HOME (where to install), TF_PLUGIN_CACHE_DIR (also link the build into this plugin cache),
+# PYTHON (the interpreter that builds the package; default .venv), NETPEER_CACHE_DIR (where the stubs are
+# cached).
 set -euo pipefail
 
 log() { printf 'install-tofu-provider: %s\n' "$*" >&2; }
@@ -44,17 +45,29 @@ if [[ ! -x "$store/terraform-provider-netpeer_v$version" ]]; then
     log "unpacked $store"
 fi
 
+# link DIR: DIR, a platform directory, made a symbolic link to this build (one rename).
+link() {
+  local dir="$1" tmp
+  [[ "$(readlink "$dir" 2>/dev/null)" == "$store" ]] && return 0
+  mkdir -p "$(dirname "$dir")"
+  # A real directory there is an install of an older kind (a wrapper into a checkout): replaced.
+  [[ -d "$dir" && ! -L "$dir" ]] && rm -rf "$dir"
+  tmp="$(mktemp -u "$(dirname "$dir")/.link.XXXXXX")"
+  ln -s "$store" "$tmp"
+  mv -T "$tmp" "$dir"
+  log "installed $dir -> $store"
+}
+
 first=""
 for host in registry.opentofu.org registry.terraform.io; do
   dir="$HOME/.terraform.d/plugins/$host/netpeer/netpeer/$version/$platform"
   [[ -n "$first" ]] || first="$dir"
-  [[ "$(readlink "$dir" 2>/dev/null)" == "$store" ]] && continue
-  mkdir -p "$(dirname "$dir")"
-  # A real directory there is an install of an older kind (a wrapper into a checkout): replaced.
-  [[ -d "$dir" && ! -L "$dir" ]] && rm -rf "$dir"
-  link="$(mktemp -u "$(dirname "$dir")/.link.XXXXXX")"
-  ln -s "$store" "$link"
-  mv -T "$link" "$dir"
-  log "installed $dir -> $store"
+  link "$dir"
+  # OpenTofu's plugin cache (TF_PLUGIN_CACHE_DIR, as `plugin_cache_dir` would name it): a root module
+  # whose lock file has this build's checksums then links it from there, checked against them, without
+  # installing it ("Using ... from the shared cache directory"), from any mirror.
+  if [[ -n "${TF_PLUGIN_CACHE_DIR:-}" ]]; then
+    link "$TF_PLUGIN_CACHE_DIR/$host/netpeer/netpeer/$version/$platform"
+  fi
 done
 printf '%s\n' "$first"

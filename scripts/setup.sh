@@ -6,9 +6,10 @@
 #   - its YAML and Node.js language hosts and the TypeScript SDK (scripts/install-pulumi-languages.sh; cached)
 #   - lincheck, the linearizability checker: tests/linearizability/checker over Porcupine from the Go
 #     module proxy (scripts/install-porcupine.sh; cached)
-#   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh)
+#   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh: the
+#     self-contained package of scripts/build-packages.sh, versioned; cached)
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
-#     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
+#     provider package in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
 # Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI (and the languages),
 # --no-pulumi-languages only the YAML/TypeScript toolchain, --no-opentofu OpenTofu,
 # --no-wireguard wireguard-go (then `netpeer dev up --sites` and tests/sites fail, saying so),
