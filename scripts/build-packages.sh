@@ -68,7 +68,8 @@ sources() {
     fi
 }
 src_hash="$({ echo "version=$version python=$py_minor $base_py"; cat "${BASH_SOURCE[0]}";
-              sources | sort | while IFS= read -r f; do [[ -f "$f" ]] && printf '%s %s\n' "$f" "$(sha256sum <"$f")"; done
+              sources | sort | while IFS= read -r f; do
+                  if [[ -f "$f" ]]; then printf '%s %s\n' "$f" "$(sha256sum <"$f")"; fi; done
             } | hash)"
 stamp_is() { [[ -f "$dist/.stamp-$1" && "$(cat "$dist/.stamp-$1")" == "$2" ]]; }
 stamp() { printf '%s\n' "$2" >"$dist/.stamp-$1"; }
@@ -81,7 +82,7 @@ wheel="$dist/netpeer-$version-py3-none-any.whl"
 if ! stamp_is wheel "$src_hash" || [[ ! -f "$wheel" ]]; then
     log "building the wheel netpeer $version..."
     mkdir "$work/src"
-    sources | while IFS= read -r f; do [[ -f "$f" ]] && printf '%s\0' "$f"; done | xargs -0 cp --parents -t "$work/src"
+    sources | while IFS= read -r f; do if [[ -f "$f" ]]; then printf '%s\0' "$f"; fi; done | xargs -0 cp --parents -t "$work/src"
     # No build time in the archive (SOURCE_DATE_EPOCH): the same sources give the same wheel.
     SOURCE_DATE_EPOCH=315532800 "$py" -m pip wheel -q --no-deps --no-build-isolation -w "$work/wheel" "$work/src" >&2 \
         || die "pip wheel failed"
