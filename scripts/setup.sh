@@ -7,11 +7,12 @@
 #   - the venv of the CrossGuard policy pack examples/policy/pulumi, apart from .venv (scripts/install-pulumi-policy.sh; cached)
 #   - lincheck, the linearizability checker: tests/linearizability/checker over Porcupine from the Go
 #     module proxy (scripts/install-porcupine.sh; cached)
-#   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh)
+#   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh: the
+#     self-contained package of scripts/build-packages.sh, versioned; cached)
 #   - the web console's graph library from the npm registry (scripts/install-console-assets.sh; cached),
 #     and Debian's chromium for tests/console (not with --demo or --sites)
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
-#     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
+#     provider package in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
 #   - OPA, which evaluates examples/policy/opa over `tofu show -json` (scripts/install-opa.sh; cached)
 # Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI (and the languages),
 # --no-pulumi-languages only the YAML/TypeScript toolchain, --no-opentofu OpenTofu,
