@@ -3,6 +3,9 @@ with YAML programs: each test is the user's scenario and what they must see."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from tests.e2e.test_pulumi import phase_of
 
 RENAME = "tests/e2e/programs/yaml-rename"
@@ -33,3 +36,41 @@ def test_renaming_a_network_replaces_its_peering(stacks, netpeerd, pulumi_langua
     c = netpeerd.client(netpeerd.token("team-b"))
     assert [n["name"] for n in c.list_networks("team-b")] == ["net-b2"]
     assert c.get_peering("team-b", "net-b2", "to-a")["phase"] == "Bound"
+
+
+def test_a_refresh_shows_no_input_only_setting(stacks, netpeerd, pulumi_languages):
+    """Defect 6: a program that leaves waitForProgrammed out sees no
+    `+ waitForProgrammed: false` (nor any other change) after a refresh."""
+    b = stacks("yaml-tenant", netpeerd.token("team-b"))
+    b.up()
+    preview = b.run("preview", "--refresh", "--diff")
+    assert "waitForProgrammed" not in text(preview) and "waitForBound" not in text(preview), preview.stdout
+    refresh = b.run("refresh", "--yes", "--diff")
+    assert "waitForProgrammed" not in text(refresh), refresh.stdout
+    preview = b.run("preview", "--diff")
+    assert "waitForProgrammed" not in text(preview) and "~ netpeer" not in preview.stdout, preview.stdout
+
+
+def test_wait_for_programmed_ends_on_programmed(stacks, netpeerd, pulumi_languages):
+    """Defect 6: the last progress line of a wait for Programmed says Programmed."""
+    a = stacks("tenant-a", netpeerd.token("team-a"))
+    a.up()
+    b = stacks(RENAME, netpeerd.token("team-b"))
+    b.config("waitForBound", "60")
+    b.config("waitForProgrammed", "true")
+    out = text(b.up())
+    lines = [line for line in out.splitlines() if "peering team-b/net-b/to-a is " in line and "dataplane" in line]
+    assert lines, out
+    assert "dataplane Programmed" in lines[-1], lines
+    assert "warning" not in out
+
+
+def test_the_venv_on_path_does_not_warn_of_an_ambient_plugin(stacks, netpeerd, pulumi_languages):
+    """Defect 6: with the project's virtualenv active (its bin first on PATH),
+    a preview does not warn "using pulumi-resource-netpeer from $PATH"."""
+    b = stacks("yaml-tenant", netpeerd.token("team-b"))
+    venv_bin = Path(sys.prefix) / "bin"
+    active = {"PATH": f"{venv_bin}:{b.env['PATH']}", "VIRTUAL_ENV": sys.prefix}
+    preview = b.run("preview", env=active)
+    assert "from $PATH" not in text(preview), text(preview)
+    assert "netpeer:index:NetworkPeering" in preview.stdout
