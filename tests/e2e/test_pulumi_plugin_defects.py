@@ -63,6 +63,13 @@ def test_wait_for_programmed_ends_on_programmed(stacks, netpeerd, pulumi_languag
     assert lines, out
     assert "dataplane Programmed" in lines[-1], lines
     assert "warning" not in out
+    # The outputs say where the dataplane is, in YAML (the plugin) and in Python (the dynamic provider).
+    outs = b.resource("NetworkPeering", "to-a")["outputs"]
+    assert outs["dataplane"] == "Programmed" and outs["programmedAt"], outs
+    drift = a.run("preview", "--refresh", "--diff").stdout
+    assert "+ programmed_at" in drift, drift        # A's half bound, and the binding reached every chassis
+    a.run("refresh", "--yes")
+    assert a.resource("NetworkPeering", "to-b")["outputs"]["dataplane"] == "Programmed"
 
 
 def test_the_venv_on_path_does_not_warn_of_an_ambient_plugin(stacks, netpeerd, pulumi_languages):

@@ -54,11 +54,14 @@ def test_two_tenants_pending_bound_refresh_and_destroy_while_bound(modules, netp
     drift = a.plan("-refresh-only", ok=(2,))
     assert re.search(r'~ phase\s+= "Pending" -> "Bound"', drift.stdout), drift.stdout
     assert "changed outside of OpenTofu" in drift.stdout
+    # ... and where its dataplane is: the binding reached every chassis (Programming while one lags).
+    assert re.search(r'\+ programmed_at\s+= "20', drift.stdout), drift.stdout
     a.apply("-refresh-only")
     out = a.outputs()
     assert (out["phase"], out["reason"]) == ("Bound", "Bound")
     assert out["remote_uid"] == b.outputs()["network_uid"]
     assert out.get("expires_at") is None, "a Bound peering never expires"  # null outputs are left out
+    assert out["dataplane"] == "Programmed" and out["programmed_at"], out
     assert [(p["namespace"], p["name"]) for p in out["peered_networks"]] == [("team-b", "net-b")]
     a.plan()  # nothing left to do
 

@@ -53,7 +53,9 @@ def outputs(inputs: Mapping[str, Any], n: Mapping[str, Any], peerings: list[dict
                       "phase": s["phase"], "reason": s["reason"],
                       "remote_uid": by_name.get(s["name"], {}).get("remote_uid"),
                       "last_phase_transition_time": s["last_phase_transition_time"],
-                      "expires_at": by_name.get(s["name"], {}).get("expires_at")} for s in n["peerings"]],
+                      "expires_at": by_name.get(s["name"], {}).get("expires_at"),
+                      "dataplane": by_name.get(s["name"], {}).get("dataplane") or "",
+                      "programmed_at": by_name.get(s["name"], {}).get("programmed_at")} for s in n["peerings"]],
         "peered_networks": n["peered_networks"],
     }
 

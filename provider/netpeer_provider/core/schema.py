@@ -157,6 +157,11 @@ _OPT, _REQ, _OC, _OUT = Role.OPTIONAL, Role.REQUIRED, Role.OPTIONAL_COMPUTED, Ro
 _NS_HELP = "Defaults to the namespace of the token when it grants exactly one."
 _REASONS = ("`AwaitingRemote`, `Bound`, `OverlappingPrefixes`, `RemoteWithdrawn` or `RemoteReplaced` (the remote "
             "network was deleted and re-created while this peering is pinned to the old one's uid).")
+_DATAPLANE_HELP = ("`Programming` while the last change of the pair's dataplane (binding, unbinding, new prefixes) "
+                   "has not reached every OVN chassis (the dataplane lags), else `Programmed`; Bound and "
+                   "`Programmed`: traffic flows.")
+_PROGRAMMED_HELP = ("When the last change of the pair's dataplane reached every OVN chassis (RFC 3339, UTC); unset "
+                    "while Programming or before any change.")
 _PIN_HELP = ("Pins the remote network's uid: the peering binds only to that network. Changing or clearing it "
              "re-pins the peering in place, e.g. to the new uid after the remote network was re-created "
              "(reason `RemoteReplaced`).")
@@ -187,6 +192,8 @@ PEERING_STATUS = object_of(
     Field("remote_uid", STRING, _OUT, "The remote network's uid, pinned or learned when the peering bound."),
     Field("last_phase_transition_time", STRING, _OUT, "When the phase last changed (RFC 3339, UTC)."),
     Field("expires_at", STRING, _OUT, "When a Pending or Failed peering will be deleted; unset while Bound."),
+    Field("dataplane", STRING, _OUT, _DATAPLANE_HELP),
+    Field("programmed_at", STRING, _OUT, _PROGRAMMED_HELP),
 )
 
 PEERED_NETWORK = object_of(
@@ -267,6 +274,8 @@ NETWORK_PEERING = Resource(
         Field("network_uid", STRING, _OUT, "The local network's uid."),
         Field("last_phase_transition_time", STRING, _OUT, "When the phase last changed (RFC 3339, UTC)."),
         Field("expires_at", STRING, _OUT, "When a Pending or Failed peering will be deleted; unset while Bound."),
+        Field("dataplane", STRING, _OUT, _DATAPLANE_HELP),
+        Field("programmed_at", STRING, _OUT, _PROGRAMMED_HELP),
         Field("pinned_remote_uid", STRING, _OUT, "The remote_uid input as last declared; what the next diff "
               "compares with.", internal=True),
     ),

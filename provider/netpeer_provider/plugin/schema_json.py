@@ -86,7 +86,7 @@ _ALWAYS_SET = {"Network": {"name", "namespace", "uid", "subnets", "routes", "des
                            "peered_networks"},
                "NetworkPeering": {"namespace", "network", "name", "remote_namespace", "remote_network", "remote_site",
                                   "ttl", "description", "wait_for_bound", "phase", "reason", "message", "network_uid",
-                                  "last_phase_transition_time"}}
+                                  "last_phase_transition_time", "dataplane"}}
 
 
 def _resource(r: schema.Resource) -> dict[str, Any]:

@@ -254,7 +254,8 @@ class Peering(CoreResource):
     type_name = "netpeer_peering"
     ops = core.peering
     spec = cs.NETWORK_PEERING
-    volatile = ("phase", "reason", "message", "remote_uid", "last_phase_transition_time", "expires_at")
+    volatile = ("phase", "reason", "message", "remote_uid", "last_phase_transition_time", "expires_at", "dataplane",
+                "programmed_at")
     normalised = ("ttl",)
 
     def bookkeeping(self, prior: dict) -> dict[str, Any]:
