@@ -81,3 +81,25 @@ def test_the_venv_on_path_does_not_warn_of_an_ambient_plugin(stacks, netpeerd, p
     preview = b.run("preview", env=active)
     assert "from $PATH" not in text(preview), text(preview)
     assert "netpeer:index:NetworkPeering" in preview.stdout
+
+
+def test_the_stack_token_wins_over_the_environment(stacks, netpeerd, pulumi_languages):
+    """Defect 5: NETPEER_TOKEN holds the admin token (every namespace); the
+    stack's own netpeer:token (team-b) is the one used, in YAML and Python."""
+    from tests.support import ADMIN_TOKEN
+    admin = {"NETPEER_TOKEN": ADMIN_TOKEN, "NETPEER_ENDPOINT": "127.0.0.1:1"}
+    a = stacks("tenant-a", netpeerd.token("team-a"))
+    up = a.run("up", "--yes", env=admin, check=False)
+    assert up.returncode == 0, text(up)
+    b = stacks("yaml-tenant", netpeerd.token("team-b"))
+    up = b.run("up", "--yes", env=admin, check=False)
+    assert up.returncode == 0, text(up)
+    assert "namespace is required" not in text(up)
+    assert phase_of(b, "to-a") == ("Bound", "Bound")
+    assert b.resource("Network", "net-b")["outputs"]["namespace"] == "team-b"
+    # The environment is the fallback: without the stack's settings, they are used.
+    b.run("config", "rm", "netpeer:token")
+    b.run("config", "rm", "netpeer:endpoint")
+    fallback = {"NETPEER_TOKEN": netpeerd.token("team-b"), "NETPEER_ENDPOINT": netpeerd.endpoint}
+    preview = b.run("preview", "--refresh", env=fallback, check=False)
+    assert preview.returncode == 0, text(preview)
