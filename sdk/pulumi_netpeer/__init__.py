@@ -7,13 +7,16 @@
     peer = netpeer.NetworkPeering("to-b", network=net.name,
                                   remote_namespace="team-b", remote_network="net-b")
     pulumi.export("phase", peer.phase)   # Pending until team-b consents, then Bound
+    other = netpeer.get_network("net-c")  # an existing network: uid, subnets, peerings, ...
 
 Settings: ``netpeer:endpoint``, ``netpeer:token`` (secret), ``netpeer:caCert``
 in the stack configuration, or ``NETPEER_ENDPOINT`` / ``NETPEER_TOKEN`` /
 ``NETPEER_CA_CERT`` in the environment.
 """
 
+from pulumi_netpeer.get_network import GetNetworkResult, get_network
 from pulumi_netpeer.network import InlinePeeringArgs, Network, NetworkArgs
 from pulumi_netpeer.peering import NetworkPeering, NetworkPeeringArgs
 
-__all__ = ["Network", "NetworkArgs", "InlinePeeringArgs", "NetworkPeering", "NetworkPeeringArgs"]
+__all__ = ["Network", "NetworkArgs", "InlinePeeringArgs", "NetworkPeering", "NetworkPeeringArgs",
+           "get_network", "GetNetworkResult"]

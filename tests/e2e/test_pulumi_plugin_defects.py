@@ -103,3 +103,44 @@ def test_the_stack_token_wins_over_the_environment(stacks, netpeerd, pulumi_lang
     fallback = {"NETPEER_TOKEN": netpeerd.token("team-b"), "NETPEER_ENDPOINT": netpeerd.endpoint}
     preview = b.run("preview", "--refresh", env=fallback, check=False)
     assert preview.returncode == 0, text(preview)
+
+
+def test_get_network_reads_an_existing_network(stacks, netpeerd, pulumi_languages):
+    """The getNetwork function (OpenTofu's netpeer_network data source) from
+    a YAML program: the network's uid, prefixes and peerings; a network that
+    does not exist is one line naming it."""
+    token = netpeerd.token("team-b")
+    c = netpeerd.client(token)
+    made = c.create_network("team-b", "net-b", ["10.2.0.0/24"])
+    c.create_peering("team-b", "net-b", "to-a", "net-a", "team-a")
+    s = stacks("tests/e2e/programs/yaml-get-network", token)
+    s.up()
+    out = s.outputs()
+    assert (out["id"], out["namespace"], out["uid"], out["subnets"]) == \
+        ("namespaces/team-b/networks/net-b", "team-b", made["uid"], ["10.2.0.0/24"])
+    assert [(p["name"], p["phase"], p["dataplane"]) for p in out["peerings"]] == [("to-a", "Pending", "Programmed")]
+    s.config("networkName", "nope")
+    missing = s.run("preview", check=False)
+    assert missing.returncode != 0
+    assert "network team-b/nope not found (or the token cannot see it)" in text(missing)
+    assert "Traceback" not in text(missing)
+    c.delete_peering("team-b", "net-b", "to-a")
+    c.delete_network("team-b", "net-b")
+
+
+def test_python_get_network_reads_an_existing_network(netpeerd, monkeypatch):
+    """The Python SDK's get_network (settings from the environment here: no stack)."""
+    import pulumi
+    import pytest
+
+    import pulumi_netpeer as netpeer
+    token = netpeerd.token("team-b")
+    made = netpeerd.client(token).create_network("team-b", "net-b", ["10.2.0.0/24"], description="B")
+    monkeypatch.setenv("NETPEER_ENDPOINT", netpeerd.endpoint)
+    monkeypatch.setenv("NETPEER_TOKEN", token)
+    found = netpeer.get_network("net-b")
+    assert (found.id, found.uid, found.subnets, found.description, found.peerings) == \
+        ("namespaces/team-b/networks/net-b", made["uid"], ["10.2.0.0/24"], "B", [])
+    with pytest.raises(pulumi.RunError, match=r"^network team-b/nope not found \(or the token cannot see it\)$"):
+        netpeer.get_network("nope", namespace="team-b")
+    netpeerd.client(token).delete_network("team-b", "net-b")

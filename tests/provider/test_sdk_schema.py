@@ -74,3 +74,17 @@ def test_every_nested_input_type_is_an_args_class(token):
     t = SCHEMA["types"][token]
     args = sdk_class(short(token) + "Args")
     assert args_fields(args) == expected(t["properties"], t.get("required", [])), f"{args.__name__}: field -> required"
+
+
+@pytest.mark.parametrize("token", sorted(SCHEMA.get("functions", {})))
+def test_every_schema_function_is_an_sdk_function(token):
+    """``netpeer:index:getNetwork`` -> ``get_network(name, namespace=None)`` returning every output."""
+    fn = SCHEMA["functions"][token]
+    call = getattr(sdk, snake(short(token)), None)
+    assert callable(call), f"the schema has {token}; pulumi_netpeer has no {snake(short(token))}"
+    params = inspect.signature(call).parameters
+    assert {n: p.default is inspect.Parameter.empty for n, p in params.items()} == \
+        expected(fn["inputs"]["properties"], fn["inputs"].get("required", []))
+    result = inspect.signature(call).return_annotation
+    result = getattr(sdk, result) if isinstance(result, str) else result
+    assert sorted(f.name for f in dataclasses.fields(result)) == sorted(snake(p) for p in fn["outputs"]["properties"])

@@ -268,6 +268,17 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
     return Read(id_, outputs(inputs, n, peerings), inputs)
 
 
+def lookup(session: Session, name: str, namespace: str | None = None) -> Read:
+    """An existing network by name, ``namespace`` defaulting to the token's:
+    what the getNetwork function and the netpeer_network data source read. A
+    network that does not exist (or that the token cannot see) is an error naming it."""
+    ns = namespace or session.call("reading the token's namespace", default_namespace)
+    found = read(session, str(NetworkId(ns, name)), {})
+    if found is None:
+        raise ProviderError(f"network {ns}/{name} not found (or the token cannot see it)", path="name")
+    return found
+
+
 def import_(session: Session, id_: str) -> Read:
     """Adopts an existing network by id (its peerings are not adopted as
     inline ones). A network that does not exist is an error naming the id."""

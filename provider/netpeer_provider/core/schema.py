@@ -303,3 +303,30 @@ PROVIDER = Resource(
 )
 
 RESOURCES: dict[str, Resource] = {r.name: r for r in (NETWORK, NETWORK_PEERING)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Function:
+    """A read-only lookup the faces offer (a Pulumi function, an OpenTofu data
+    source): its arguments, and a result with the outputs of ``result``."""
+
+    name: str
+    description: str
+    arguments: tuple[Field, ...]
+    result: Resource
+
+    def outputs(self) -> tuple[Field, ...]:
+        """The result's fields: the resource's outputs, bookkeeping ones left out."""
+        return tuple(f for f in self.result.outputs() if not f.internal)
+
+
+GET_NETWORK = Function(
+    "getNetwork",
+    "Reads an existing network of a namespace the token grants: its uid, subnets, routes, peerings and the "
+    "networks it is Bound to.",
+    (Field("name", STRING, _REQ, "The network's name."),
+     Field("namespace", STRING, _OPT, "The network's namespace. " + _NS_HELP)),
+    NETWORK,
+)
+
+FUNCTIONS: dict[str, Function] = {f.name: f for f in (GET_NETWORK,)}

@@ -158,6 +158,19 @@ class NetpeerProvider(p.Provider):
         self._warn(request.urn, updated.warnings)
         return p.UpdateResponse(values.props_to_pulumi(updated.outputs, keep_unknowns=False))
 
+    async def invoke(self, request: p.InvokeRequest) -> p.InvokeResponse:
+        """The package's functions: ``getNetwork`` (OpenTofu's ``netpeer_network`` data source)."""
+        fn = schema.FUNCTIONS.get(request.tok.rsplit(":", 1)[-1]) if request.tok.startswith("netpeer:") else None
+        if fn is not schema.GET_NETWORK:
+            raise core.ProviderError(f"function: {request.tok!r} is not a netpeer function "
+                                     f"({', '.join(schema_json.token(n) for n in schema.FUNCTIONS)})")
+        args = values.props_to_core(request.args)
+        if not args.get("name"):
+            return p.InvokeResponse(failures=[p.CheckFailure("name", "name is required")])
+        found = await self._run(lambda: core.network.lookup(self.session(), args["name"], args.get("namespace")))
+        outs = {k: found.outputs.get(k) for k in (f.name for f in fn.outputs())}
+        return p.InvokeResponse(values.props_to_pulumi({"id": found.id, **outs}))
+
     async def delete(self, request: p.DeleteRequest) -> None:
         _, ops = resource_of(request.urn)
         s = self.session(request.urn)

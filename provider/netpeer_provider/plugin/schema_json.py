@@ -101,6 +101,19 @@ def _resource(r: schema.Resource) -> dict[str, Any]:
     }
 
 
+def _function(fn: schema.Function) -> dict[str, Any]:
+    outs = fn.outputs()
+    always = _ALWAYS_SET[fn.result.name]
+    return {
+        "description": describe(fn.description),
+        "inputs": {"properties": {schema.camel_case(f.name): _property(f) for f in fn.arguments},
+                   "required": [schema.camel_case(f.name) for f in fn.arguments if f.role.required]},
+        "outputs": {"properties": {"id": {"type": "string", "description": f"`{fn.result.id_format}`."},
+                                   **{schema.camel_case(f.name): _property(f) for f in outs}},
+                    "required": ["id", *(schema.camel_case(f.name) for f in outs if f.name in always)]},
+    }
+
+
 TYPE_DESCRIPTIONS = {
     "InlinePeering": "A peering declared on its network (in `peerings`).",
     "PeeringStatus": "One peering of a network as the service reports it.",
@@ -151,6 +164,7 @@ def package() -> dict[str, Any]:
         "types": {token(t.name): _object(t, TYPE_DESCRIPTIONS[t.name])
                   for t in (schema.INLINE_PEERING, schema.PEERING_STATUS, schema.PEERED_NETWORK)},
         "resources": {token(r.name): _resource(r) for r in schema.RESOURCES.values()},
+        "functions": {token(f.name): _function(f) for f in schema.FUNCTIONS.values()},
         "language": {
             "nodejs": {"packageName": "@netpeer/pulumi", "respectSchemaVersion": True,
                        "packageDescription": "Pulumi resources for netpeer: networks and mutually consented "

@@ -23,7 +23,6 @@ from typing import Any, ClassVar
 from netpeer_provider import core
 from netpeer_provider.core import schema as cs
 from netpeer_provider.core.errors import Terms
-from netpeer_provider.core.session import default_namespace
 
 from . import mapping
 from .codec import STRING, UNKNOWN
@@ -270,7 +269,7 @@ Peering.schema = Peering.make_schema()
 def _data_attributes() -> dict[str, Attribute]:
     """A network's attributes, all read: only ``name`` (and ``namespace``) are given."""
     attrs = {n: Attribute(a.type, a.description, computed=True) for n, a in mapping.attributes(cs.NETWORK).items()}
-    attrs["name"] = Attribute(STRING, "The network's name.", required=True)
+    attrs["name"] = Attribute(STRING, cs.GET_NETWORK.arguments[0].description, required=True)
     attrs["namespace"] = dataclasses.replace(mapping.attributes(cs.NETWORK)["namespace"])
     return attrs
 
@@ -279,20 +278,13 @@ class NetworkData(DataSource):
     """Reads a network of a namespace the token grants: its uid, prefixes and peerings."""
 
     type_name = "netpeer_network"
-    schema = Schema(attributes=_data_attributes(),
-                    description="Reads an existing network: its uid, subnets, routes, peerings and the networks "
-                                "it is Bound to.")
+    schema = Schema(attributes=_data_attributes(), description=cs.GET_NETWORK.description)  # Pulumi's getNetwork
 
     def read(self, config: dict) -> dict:
-        session = self.provider.session()
         try:
-            ns = config.get("namespace") or session.call("reading the token's namespace", default_namespace)
-            found = core.network.read(session, str(core.NetworkId(ns, config["name"])), {})
+            found = core.network.lookup(self.provider.session(), config["name"], config.get("namespace") or None)
         except core.ProviderError as exc:
             raise _fail(exc, self.schema.type) from None
-        if found is None:
-            raise TofuError(f"network {ns}/{config['name']} not found (or the token cannot see it)",
-                                attribute="name")
         return {**Network(self.provider).state(found.id, found.outputs, None), "name": config["name"]}
 
 
