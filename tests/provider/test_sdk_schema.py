@@ -78,12 +78,16 @@ def test_every_nested_input_type_is_an_args_class(token):
 
 @pytest.mark.parametrize("token", sorted(SCHEMA.get("functions", {})))
 def test_every_schema_function_is_an_sdk_function(token):
-    spec = SCHEMA["functions"][token]
-    fn = getattr(sdk, snake(token.rsplit(":", 1)[1]))
-    assert set(inspect.signature(fn).parameters) == {snake(k) for k in spec["inputs"]["properties"]}
-    result = inspect.signature(fn).return_annotation
+    """``netpeer:index:getNetwork`` -> ``get_network(name, namespace=None)`` returning every output."""
+    fn = SCHEMA["functions"][token]
+    call = getattr(sdk, snake(short(token)), None)
+    assert callable(call), f"the schema has {token}; pulumi_netpeer has no {snake(short(token))}"
+    params = inspect.signature(call).parameters
+    assert {n: p.default is inspect.Parameter.empty for n, p in params.items()} == \
+        expected(fn["inputs"]["properties"], fn["inputs"].get("required", []))
+    result = inspect.signature(call).return_annotation
     result = getattr(sdk, result) if isinstance(result, str) else result
-    assert {f.name for f in dataclasses.fields(result)} == {snake(k) for k in spec["outputs"]["properties"]}
+    assert sorted(f.name for f in dataclasses.fields(result)) == sorted(snake(p) for p in fn["outputs"]["properties"])
 
 
 def test_get_peering_requests_reads_a_real_netpeerd(netpeerd, monkeypatch):

@@ -86,7 +86,7 @@ _ALWAYS_SET = {"Network": {"name", "namespace", "uid", "subnets", "routes", "des
                            "peered_networks"},
                "NetworkPeering": {"namespace", "network", "name", "remote_namespace", "remote_network", "remote_site",
                                   "ttl", "description", "wait_for_bound", "phase", "reason", "message", "network_uid",
-                                  "last_phase_transition_time"}}
+                                  "last_phase_transition_time", "dataplane"}}
 
 
 def _resource(r: schema.Resource) -> dict[str, Any]:
@@ -98,6 +98,19 @@ def _resource(r: schema.Resource) -> dict[str, Any]:
         "requiredInputs": [schema.camel_case(f.name) for f in ins if f.role.required],
         "properties": {schema.camel_case(f.name): _property(f) for f in outs},
         "required": [schema.camel_case(f.name) for f in outs if f.name in _ALWAYS_SET[r.name]],
+    }
+
+
+def _function(fn: schema.Function) -> dict[str, Any]:
+    outs = fn.outputs()
+    always = _ALWAYS_SET[fn.result.name]
+    return {
+        "description": describe(fn.description),
+        "inputs": {"properties": {schema.camel_case(f.name): _property(f) for f in fn.arguments},
+                   "required": [schema.camel_case(f.name) for f in fn.arguments if f.role.required]},
+        "outputs": {"properties": {"id": {"type": "string", "description": f"`{fn.result.id_format}`."},
+                                   **{schema.camel_case(f.name): _property(f) for f in outs}},
+                    "required": ["id", *(schema.camel_case(f.name) for f in outs if f.name in always)]},
     }
 
 
@@ -184,7 +197,7 @@ def package() -> dict[str, Any]:
                      for t in (schema.INLINE_PEERING, schema.PEERING_STATUS, schema.PEERED_NETWORK)},
                   token("PeeringRequest"): _request_type()},
         "resources": {token(r.name): _resource(r) for r in schema.RESOURCES.values()},
-        "functions": _functions(),
+        "functions": {**_functions(), **{token(f.name): _function(f) for f in schema.FUNCTIONS.values()}},
         "language": {
             "nodejs": {"packageName": "@netpeer/pulumi", "respectSchemaVersion": True,
                        "packageDescription": "Pulumi resources for netpeer: networks and mutually consented "

@@ -23,11 +23,10 @@ from typing import Any, ClassVar
 from netpeer_provider import core
 from netpeer_provider.core import inbox, schema as cs
 from netpeer_provider.core.errors import Terms
-from netpeer_provider.core.session import default_namespace
 
 from . import mapping
 from .codec import STRING, UNKNOWN, list_of, object_of
-from .provider import DataSource, Plan, Provider, Resource, TofuError, error, fail_keeping_state, warn
+from .provider import DataSource, Name, Plan, Provider, Resource, TofuError, error, fail_keeping_state, warn
 from .schema import Attribute, Schema
 
 
@@ -49,6 +48,14 @@ class TofuTerms(Terms):
 TERMS = TofuTerms()
 
 
+def bounded(clean: dict[str, Any], planned: dict, op: str) -> dict[str, Any]:
+    """The core's inputs with ``wait_for_bound`` cut to the ``timeouts`` block's limit for ``op``."""
+    limit = mapping.timeout(planned.get("timeouts"), op)
+    if limit is None or not clean.get("wait_for_bound") or clean["wait_for_bound"] <= limit:
+        return clean
+    return {**clean, "wait_for_bound": limit}
+
+
 def _fail(exc: core.ProviderError, t: Any) -> TofuError:
     """A core error as one diagnostic, on its attribute when the schema has it."""
     return TofuError(exc.message, attribute=mapping.path(exc.path, t))
@@ -66,7 +73,8 @@ class CoreResource(Resource):
 
     @classmethod
     def make_schema(cls) -> Schema:
-        return Schema(attributes=mapping.attributes(cls.spec), description=cls.spec.description)
+        return Schema(attributes=mapping.attributes(cls.spec), description=cls.spec.description,
+                      blocks={"timeouts": mapping.TIMEOUTS})
 
     # --- translation ---
     def inputs(self, state: dict, *, planning: bool, errors: list | None = None) -> dict[str, Any]:
@@ -105,6 +113,10 @@ class CoreResource(Resource):
         """The core's internal outputs, which OpenTofu's schema does not carry."""
         return {}
 
+    def delete_options(self, state: dict) -> dict[str, Any]:
+        """What the core's delete takes besides the state (a network: how long to wait for its peerings)."""
+        return {}
+
     def state(self, id_: str, outputs: dict[str, Any], declared: dict | None) -> dict:
         """A state from the core's outputs; ``declared`` (a plan or prior state) lends its spelling
         of inputs that mean the same as the service's."""
@@ -113,6 +125,7 @@ class CoreResource(Resource):
         for name, default in mapping.defaults(self.spec).items():
             if st.get(name) is None:
                 st[name] = default
+        st["timeouts"] = (declared or {}).get("timeouts")  # OpenTofu's, as declared
         if declared:
             st.update(self.spelling(declared, st))
         for name in mapping.defaults(self.spec):
@@ -135,6 +148,8 @@ class CoreResource(Resource):
     def validate(self, config: dict):
         diags: list = []
         _, failures = self.ops.check(self.inputs(config, planning=True, errors=diags))
+        diags += [error(line, attribute=("timeouts", Name(op)))
+                  for op, line in mapping.timeout_errors(config.get("timeouts"))]
         return diags + [error(self.message(f, config), attribute=mapping.path(f.path, self.schema.type))
                         for f in failures]
 
@@ -175,8 +190,9 @@ class CoreResource(Resource):
                 if name not in mapping.defaults(self.spec):
                     planned[name] = UNKNOWN
             return Plan(planned, [(name,) for name in d.replaces])
-        if not d.changes:
-            return Plan(dict(prior))
+        if not d.changes:  # a new `timeouts` block alone changes nothing in the service
+            same = planned.get("timeouts") == prior.get("timeouts")
+            return Plan(dict(prior) if same else {**prior, "timeouts": planned.get("timeouts")})
         for name in self.volatile:
             if name in computed:
                 planned[name] = UNKNOWN
@@ -187,7 +203,7 @@ class CoreResource(Resource):
         if failures:
             raise TofuError(failures[0].message, attribute=mapping.path(failures[0].path, self.schema.type))
         try:
-            created = self.ops.create(self.session(), clean)
+            created = self.ops.create(self.session(), bounded(clean, planned, "create"))
         except core.NotBound as exc:
             return self.kept(exc, planned)
         except core.ProviderError as exc:
@@ -211,8 +227,11 @@ class CoreResource(Resource):
 
     def update(self, prior: dict, planned: dict, config: dict) -> dict:
         clean, _ = self.ops.check(self.inputs(planned, planning=False))
+        if not self.ops.diff(self.olds(prior), clean).changes:  # only `timeouts` changed
+            return {**prior, "timeouts": planned.get("timeouts")}
         try:
-            updated = self.ops.update(self.session(), prior["id"], self.olds(prior), clean)
+            updated = self.ops.update(self.session(), prior["id"], self.olds(prior),
+                                      bounded(clean, planned, "update"))
         except core.NotBound as exc:
             return self.kept(exc, planned)
         except core.ProviderError as exc:
@@ -223,7 +242,7 @@ class CoreResource(Resource):
 
     def delete(self, state: dict) -> None:
         try:
-            self.ops.delete(self.session(), state["id"], self.olds(state))
+            self.ops.delete(self.session(), state["id"], self.olds(state), **self.delete_options(state))
         except core.ProviderError as exc:
             raise _fail(exc, self.schema.type) from None
 
@@ -248,13 +267,18 @@ class Network(CoreResource):
     def bookkeeping(self, prior: dict) -> dict[str, Any]:
         return {"inline_peerings": []}
 
+    def delete_options(self, state: dict) -> dict[str, Any]:
+        limit = mapping.timeout(state.get("timeouts"), "delete")
+        return {} if limit is None else {"in_use_wait": limit}
+
 
 
 class Peering(CoreResource):
     type_name = "netpeer_peering"
     ops = core.peering
     spec = cs.NETWORK_PEERING
-    volatile = ("phase", "reason", "message", "remote_uid", "last_phase_transition_time", "expires_at")
+    volatile = ("phase", "reason", "message", "remote_uid", "last_phase_transition_time", "expires_at", "dataplane",
+                "programmed_at")
     normalised = ("ttl",)
 
     def bookkeeping(self, prior: dict) -> dict[str, Any]:
@@ -269,7 +293,7 @@ Peering.schema = Peering.make_schema()
 def _data_attributes() -> dict[str, Attribute]:
     """A network's attributes, all read: only ``name`` (and ``namespace``) are given."""
     attrs = {n: Attribute(a.type, a.description, computed=True) for n, a in mapping.attributes(cs.NETWORK).items()}
-    attrs["name"] = Attribute(STRING, "The network's name.", required=True)
+    attrs["name"] = Attribute(STRING, cs.GET_NETWORK.arguments[0].description, required=True)
     attrs["namespace"] = dataclasses.replace(mapping.attributes(cs.NETWORK)["namespace"])
     return attrs
 
@@ -278,20 +302,13 @@ class NetworkData(DataSource):
     """Reads a network of a namespace the token grants: its uid, prefixes and peerings."""
 
     type_name = "netpeer_network"
-    schema = Schema(attributes=_data_attributes(),
-                    description="Reads an existing network: its uid, subnets, routes, peerings and the networks "
-                                "it is Bound to.")
+    schema = Schema(attributes=_data_attributes(), description=cs.GET_NETWORK.description)  # Pulumi's getNetwork
 
     def read(self, config: dict) -> dict:
-        session = self.provider.session()
         try:
-            ns = config.get("namespace") or session.call("reading the token's namespace", default_namespace)
-            found = core.network.read(session, str(core.NetworkId(ns, config["name"])), {})
+            found = core.network.lookup(self.provider.session(), config["name"], config.get("namespace") or None)
         except core.ProviderError as exc:
             raise _fail(exc, self.schema.type) from None
-        if found is None:
-            raise TofuError(f"network {ns}/{config['name']} not found (or the token cannot see it)",
-                                attribute="name")
         return {**Network(self.provider).state(found.id, found.outputs, None), "name": config["name"]}
 
 
