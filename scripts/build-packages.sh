@@ -34,6 +34,8 @@ repo_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_dir"
 py="${PYTHON:-$repo_dir/.venv/bin/python}"
 [[ -x "$py" ]] || die "no Python at $py: run scripts/setup.sh first (or set PYTHON)"
+py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")"  # absolute: the build runs in other directories
+[[ -x "$py" ]] || die "no Python at $py: run scripts/setup.sh first (or set PYTHON)"
 dist="$repo_dir/dist"
 mkdir -p "$dist"
 parts=" ${*:-wheel plugin tofu npm} "
