@@ -244,7 +244,7 @@ def test_slots_on_the_link_are_counted_per_namespace_shown_and_released_after_th
     from netpeer.core.models import Quotas
     from netpeer.ovn.ic_rows import capacity
     d = sites["east"]
-    d.service.quotas = Quotas(site_attachments_per_namespace=2)
+    d.service.quotas = d.service.sites.quotas = Quotas(site_attachments_per_namespace=2)
     d.service.reconciler.attachment_grace = timedelta(seconds=1)
     east = d.client()
     uids = [east.create_network("team-a", f"n{i}", [f"10.{i}.0.0/24"])["uid"] for i in range(3)]
