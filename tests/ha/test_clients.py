@@ -65,7 +65,7 @@ def _frozen_call(victim, call):
     try:
         t = threading.Thread(target=run)
         t.start()
-        time.sleep(0.5)
+        time.sleep(0.5)   # not polling: the call is on its way to the stopped replica
     finally:
         victim.kill9()
     t.join(60)
