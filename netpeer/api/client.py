@@ -162,10 +162,11 @@ def never_reached(exc: grpc.RpcError) -> bool:
     """The call was not acted on by any server: safe to send elsewhere,
     whatever it does. Decided from what the call carries, never from
     gRPC's words: UNAVAILABLE made by gRPC (no details from netpeerd) and
-    no initial metadata from a server. netpeerd sends a call's initial
+    no initial metadata from a server. netpeerd sends a write's initial
     metadata before it does anything for it (``netpeer.api.server``), so a
-    call that broke without them was not acted on: nothing listened, the
-    connection was refused, or it broke before netpeerd took the call."""
+    write that broke without them was not acted on: nothing listened, the
+    connection was refused, or it broke before netpeerd took the call.
+    (A read carries none until its answer; reads are sent again anyway.)"""
     return exc.code() == grpc.StatusCode.UNAVAILABLE and decode(exc) is None and not exc.initial_metadata()
 
 
