@@ -34,6 +34,7 @@ from netpeer.service import Service
 from netpeer.store.sqlite import SqliteStore
 from tests.faults import harness
 from tests.faults.harness import Model, publish, summary, wait_ovn_matches_store
+from tests.support import wait_until
 
 TENANTS = ["team-a", "team-b", "team-c"]
 OVN_TIMEOUT = 5.0
