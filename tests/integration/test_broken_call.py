@@ -13,14 +13,13 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
 from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.reasons import Reason
-from tests.support import ADMIN_TOKEN, netpeerd_process
+from tests.support import ADMIN_TOKEN, netpeerd_process, wait_until
 
 
 def _netpeer(endpoint: str, token: str, *args: str, **kwargs) -> subprocess.Popen:
@@ -54,10 +53,10 @@ def test_a_write_whose_connection_breaks_says_its_outcome_is_unknown(ovn, state_
         try:
             cli = _netpeer(d.endpoint, token, "network", "create", "net-a", "--subnet", "10.1.0.0/24",
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            deadline = time.monotonic() + 60
-            while not _writing(state_dir / "netpeer.db"):
-                assert cli.poll() is None and time.monotonic() < deadline, cli.communicate(timeout=5)
-                time.sleep(0.02)
+            def writing() -> bool:
+                assert cli.poll() is None, cli.communicate(timeout=5)
+                return _writing(state_dir / "netpeer.db")
+            wait_until(writing, 60, "the write never reached netpeerd's store")
             d.kill9()
             _, err = cli.communicate(timeout=60)
         finally:
