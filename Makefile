@@ -36,8 +36,10 @@ schema: setup         ## regenerate schema/pulumi/schema.json from the provider 
 check-schema: setup   ## schema/pulumi/schema.json is what the provider core describes
 	$(PY) -m netpeer_provider.plugin.schema_json --check schema/pulumi/schema.json
 
-test: setup check-proto check-schema  ## the whole suite, against real OVN daemons
+test: setup check-proto check-schema  ## the whole suite, against real OVN daemons (then the faces', messages scrambled)
 	$(PY) -m pytest -q -rfEs
+	# The faces decide on an error's details, never its words: their tests again, every message scrambled.
+	NETPEER_TEST_SCRAMBLE_MESSAGES=1 $(PY) -m pytest -q -rfEs tests/provider tests/integration/test_cli.py
 
 packages: setup       ## dist/: the wheel, the Pulumi plugin tarball, the OpenTofu mirror + lock file, the npm SDK
 	PYTHON=$(PY) bash scripts/build-packages.sh

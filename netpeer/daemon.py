@@ -72,7 +72,10 @@ class Daemon:
     start one in-process (``service_factory`` lets them wrap the Service)."""
 
     def __init__(self, config: Config, service_factory=None, workers: int = 16, mode: Mode = Mode.CHECK,
-                 dataplane: str = "ovn"):
+                 dataplane: str = "ovn", on_replica: Callable[[], None] = lambda: None):
+        """``on_replica``: called once, by the sweeper (replicas: the lease
+        follower), when OVN's replica is whole and writes were released
+        (``serve``: the collector's ``freeze``)."""
         from netpeer import simulation
         from netpeer.api.server import Limits, Server
         from netpeer.listen import check_listen
@@ -108,30 +111,26 @@ class Daemon:
             self.store.claim_owner(config.owner)
             self.leadership = PgLease(config.store, replica_name(config.listen),
                                       config.leader_lease.total_seconds())
+        self.metrics, self.metrics_server = NONE, None
+        if config.metrics_listen:
+            from netpeer.observe.metrics import Metrics
+            self.metrics = Metrics()
         if dataplane == "memory":
             LOG.warning("%s", simulation.WARNING)
             from netpeer.service.memory import MemoryDataplane
-            self.backend = MemoryDataplane(track_changes=True)
+            self.backend = MemoryDataplane(track_changes=True, on_transaction=self.metrics.ovn_transaction)
             simulation.fill(self.store, self.backend)
         else:
             from netpeer.ovn.backend import OvnBackend
             # The start-up check reads OVN's stamp before the replica is asked for (``stamp_first``).
             self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
-                                      site=_site_context(config), stamp_first=True)
-        self.metrics, self.metrics_server = NONE, None
-        if config.metrics_listen:
-            from netpeer.observe.metrics import Metrics
-            self.metrics = Metrics()
-            self.backend.on_transaction = self.metrics.ovn_transaction
-        self.service = (service_factory or Service)(self.store, self.backend, _service_settings(config),
+                                      site=_site_context(config), stamp_first=True,
+                                      on_transaction=self.metrics.ovn_transaction, on_keyed=self._keyed)
+        self.service = (service_factory or Service)(self.store, self.backend, _service_settings(config, mode),
                                                     metrics=self.metrics, leadership=self.leadership)
         self.site_server = self.site_transport = None
         if config.site:
             self._link_sites(config)
-        if self.backend.kind == "ovn":
-            # A transit switch port got its key across sites: the rest of its
-            # attachment waits for that (netpeer.ovn.ic_rows), so sweep now.
-            self.backend.changes.on_keyed = lambda: self.service.reconciler.sweep_soon((0.0,))
         if config.admin_token_file is not None:
             self.service.bootstrap_admin(config.admin_token_file.read_text().strip())
         self.server = Server(
@@ -149,10 +148,7 @@ class Daemon:
                                         "links": self.service.sites.status()})
         self.stopping = threading.Event()
         self._settled = False
-        #: Called once, by the sweeper (replicas: the lease follower), when
-        #: OVN's replica is whole and writes were released (``serve``: the
-        #: collector's ``freeze``).
-        self.on_replica: Callable[[], None] = lambda: None
+        self.on_replica = on_replica
         self.service.writes.hold("netpeerd is starting: it checks that its store and OVN belong together "
                                  "before any write; retry in a moment")
         self._sweeper = threading.Thread(target=self.service.reconciler.run, name="sweeper", daemon=True,
@@ -168,18 +164,28 @@ class Daemon:
             self._sweeper = threading.Thread(target=self._follow_lease, name="leader", daemon=True)
             self._programmer = None
 
+    def _keyed(self) -> None:
+        """A transit switch port got its key across sites: the rest of its
+        attachment waits for that (``netpeer.ovn.ic_rows``), so sweep now.
+        Before the service is made there is nothing to ask: its first sweep
+        compares every network."""
+        service = getattr(self, "service", None)
+        if service is not None:
+            service.reconciler.sweep_soon((0.0,))
+
     def _link_sites(self, config: Config) -> None:
         """This site's links to the others: the SiteService listener and the
         exchanges (``netpeer.service.sites``)."""
         from netpeer.api.sites import SiteServer, SiteTransport
         from netpeer.ovn import ic_rows
         files = linkfiles.read(config)
+        # The transport is made before the links it serves, and tells them the bytes of each exchange.
         self.site_transport = SiteTransport(config.site, files.endpoints, files.secrets, cert=files.cert,
-                                            key=files.key, ca=files.cas)
+                                            key=files.key, ca=files.cas,
+                                            counter=lambda site, sent, received: links.count(site, sent, received))
         links = self.service.link_sites(config.site, {link.name: ic_rows.capacity(link.transit_ipv4)
                                                       for link in config.sites},
                                         self.site_transport, interval=config.sweep_interval.total_seconds())
-        self.site_transport.counter = links.count
         self.site_server = SiteServer(links, config.site_listen, files.secrets, cert=files.cert, key=files.key,
                                       ca=files.ca)
 
@@ -248,8 +254,6 @@ class Daemon:
         what = epoch.settle(self.store, self.backend, self.config.owner, self.mode,
                             adopt=lambda: epoch.adopt(self.store, self.backend.read_back(), self.service.clock()))
         LOG.info("%s", what)
-        if self.mode == Mode.ACCEPT_ROLLBACK:
-            self.service.reconciler.allow_mass_delete_once = True
         self._settled = True
 
     def _settle_in_background(self) -> bool:
@@ -415,12 +419,13 @@ def _site_context(config: Config):
     return SiteContext(config.site, config.gateway_group, {link.name: link.transit_ipv4 for link in config.sites})
 
 
-def _service_settings(config: Config):
+def _service_settings(config: Config, mode: Mode = Mode.CHECK):
     """The service's part of the configuration (``netpeer.service.Settings``)."""
     from netpeer.service import Settings
     return Settings(owner=config.owner, quotas=config.quotas, limits=config.limits,
                     attachment_grace=config.attachment_grace, repair_max_delete_share=config.repair_max_delete_share,
-                    full_sweep_interval=config.full_sweep_interval)
+                    full_sweep_interval=config.full_sweep_interval,
+                    allow_mass_delete_once=mode == Mode.ACCEPT_ROLLBACK)
 
 
 def _metrics_endpoint(config: Config) -> dict:
@@ -476,13 +481,12 @@ def serve(config: Config, mode: Mode = Mode.CHECK, path=None, dataplane: str = "
         return EXIT_REFUSED
     gc.set_threshold(*GC_THRESHOLDS)
     logs.configure(config.log_level, config.log_format)
-    daemon = Daemon(config, mode=mode, dataplane=dataplane)
     # Once the replica is whole, what netpeerd holds from its start (the
     # replica is most of it) is left out of every later collection: a full
     # collection walked all of it, 1-3 s of CPU at 10,000 networks with every
     # other thread stopped. Replica rows hold no cycles, so rows deleted
     # later are still freed; cyclic garbage alive at that moment stays.
-    daemon.on_replica = gc.freeze
+    daemon = Daemon(config, mode=mode, dataplane=dataplane, on_replica=gc.freeze)
 
     def on_signal(signum, frame):
         LOG.info("signal %d: shutting down", signum)

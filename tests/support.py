@@ -51,16 +51,23 @@ MALFORMED_PROTOBUF = {
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], T], timeout: float, what: str, step: float = 0.02) -> T:
-    """Calls ``condition()`` every ``step`` seconds until it answers
-    something true, and returns that answer; fails the test after
-    ``timeout`` seconds with ``what`` (a string, or a function of the last
-    answer, for a message that says what was seen instead)."""
+def wait_until(condition: Callable[[], T], timeout: float, what, step: float = 0.02, *,
+               until: Callable[[T], object] = bool, ignore: tuple[type[BaseException], ...] = ()) -> T:
+    """Calls ``condition()`` every ``step`` seconds until ``until`` of its
+    answer is true (by default: the answer is), and returns that answer;
+    fails the test after ``timeout`` seconds with ``what`` (a string, or a
+    function of the last answer, for a message that says what was seen
+    instead). An exception of ``ignore`` counts as "not yet" (it is the last
+    answer ``what`` is given)."""
     deadline = time.monotonic() + timeout
     while True:
-        answer = condition()
-        if answer:
-            return answer
+        try:
+            answer = condition()
+        except ignore as exc:
+            answer = exc
+        else:
+            if until(answer):
+                return answer
         if time.monotonic() >= deadline:
             pytest.fail(f"{what(answer) if callable(what) else what} (waited {timeout:g} s)")
         time.sleep(step)

@@ -175,10 +175,15 @@ class _Service:
 
 
 def never_reached(exc: grpc.RpcError) -> bool:
-    """The call failed before any server received it (nothing to connect
-    to): safe to send elsewhere, whatever it does. (gRPC says so in words
-    only: this is gRPC's own text, never netpeerd's.)"""
-    return exc.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or "")
+    """The call was not acted on by any server: safe to send elsewhere,
+    whatever it does. Decided from what the call carries, never from
+    gRPC's words: UNAVAILABLE made by gRPC (no details from netpeerd) and
+    no initial metadata from a server. netpeerd sends a write's initial
+    metadata before it does anything for it (``netpeer.api.server``), so a
+    write that broke without them was not acted on: nothing listened, the
+    connection was refused, or it broke before netpeerd took the call.
+    (A read carries none until its answer; reads are sent again anyway.)"""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and decode(exc) is None and not exc.initial_metadata()
 
 
 #: The status codes of a call whose connection broke (as gRPC reports it,
@@ -210,7 +215,8 @@ class Client:
     - a call that never reached a server (nothing listens, connection
       refused) goes to the next endpoint, whatever it is;
     - a read (``READS``) that failed with UNAVAILABLE goes to the next one;
-    - a read whose connection broke is sent again (``READ_RETRIES_S``);
+    - a read whose connection broke, or that reached no server, is sent
+      again (``READ_RETRIES_S``);
     - a write whose connection broke after it was sent is *not* re-sent: it
       may have been applied, so the caller gets UNAVAILABLE with reason
       OUTCOME_UNKNOWN and decides (a re-sent create would answer
@@ -275,8 +281,10 @@ class Client:
                 safe = not reached or (method.name in READS and exc.code() == grpc.StatusCode.UNAVAILABLE)
                 if safe and attempt < count:
                     continue
-                if method.name in READS and retries and reached and broken(exc):
-                    time.sleep(retries.pop(0))   # a read changes nothing: sent again, here or elsewhere
+                if method.name in READS and retries and exc.code() in BROKEN and decode(exc) is None:
+                    # A read changes nothing: sent again, here or elsewhere, whether its connection
+                    # broke before or after netpeerd took it (netpeerd may be restarting).
+                    time.sleep(retries.pop(0))
                     continue
                 error = self._error(exc, self.endpoints[i], method.name)
                 error.request_id = rid

@@ -55,9 +55,11 @@ CLASSES = {code: cls for cls, code in CODES.items()}
 #: when the error does not say (``retry_after``).
 RETRY_DELAY_S = {grpc.StatusCode.UNAVAILABLE: 1.0, grpc.StatusCode.ABORTED: 0.0}
 
-#: Set in netpeerd's environment, every message it answers is scrambled
-#: (its details are not): the tests that prove that clients decide on the
-#: details alone set it (tests/integration/test_scrambled.py). Nothing else may.
+#: Test-only. Set in netpeerd's environment, every message it answers is
+#: scrambled (its details are not): the tests that prove that clients decide
+#: on the details alone set it (tests/provider/test_scrambled.py, and `make
+#: test`'s second run over tests/provider and the CLI's tests: tests/conftest.py).
+#: Not a setting: nothing else may set it.
 SCRAMBLE_ENV = "NETPEER_TEST_SCRAMBLE_MESSAGES"
 
 #: The trailer that carries the ``google.rpc.Status`` (gRPC's convention, in every language).

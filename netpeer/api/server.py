@@ -140,8 +140,9 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics, limits: Limi
     the pool of its kind, and maps every netpeer error to its status code;
     anything else is logged and answered INTERNAL. An answer larger than
     ``limits.answer_bytes`` is not sent: RESOURCE_EXHAUSTED. Every answer
-    carries the call's request id in its trailing metadata; its logs carry
-    it too. Errors end the call without raising (``intake.fail``)."""
+    carries the call's request id in its trailing metadata, a write's also
+    in its initial metadata, sent before anything is done for it; its logs
+    carry it too. Errors end the call without raising (``intake.fail``)."""
 
     def answer(request, caller):   # sized where it was made, off the event loop
         out = fn(request, caller)
@@ -158,6 +159,12 @@ def _unary(service: Service, pools: _Pools, kind: str, fn, metrics, limits: Limi
             return loop.run_in_executor(pool, contextvars.copy_context().run, call, *args)
         try:
             try:
+                if kind == WRITE:
+                    # Before anything is done for it: a client whose write broke without these
+                    # headers knows it was not acted on (``netpeer.api.client.never_reached``).
+                    # Not for reads: a read is sent again anyway, and an extra turn of the
+                    # event loop per read is what a crowd of watchers makes dear.
+                    await context.send_initial_metadata(trailer)
                 caller = await run(pools.read, service.authenticate, _token(context))
                 remaining = context.time_remaining()
                 if remaining is not None and remaining <= 0:

@@ -17,7 +17,7 @@ import hmac
 import logging
 import threading
 from concurrent import futures
-from typing import Mapping
+from typing import Callable, Mapping
 
 import grpc
 
@@ -218,8 +218,10 @@ class SiteTransport:
 
     def __init__(self, here: str, endpoints: Mapping[str, str], secrets: Mapping[str, str], *,
                  cert: bytes | None = None, key: bytes | None = None, ca: Mapping[str, bytes | None] | None = None,
-                 timeout: float = 10.0):
+                 timeout: float = 10.0, counter: Callable[[str, int, int], None] = lambda site, sent, received: None):
+        """``counter``: told the bytes of each exchange (site, sent, received)."""
         self.here = here
+        self.counter = counter
         self.timeout = timeout
         self._cert, self._key = cert, key
         self.secrets: dict[str, str] = {}
@@ -269,9 +271,6 @@ class SiteTransport:
             later = threading.Timer(self.timeout + 1, lambda: [channel.close() for channel in closing])
             later.daemon = True
             later.start()
-
-    #: Told the bytes of each exchange: (site, sent, received).
-    counter = staticmethod(lambda site, sent, received: None)
 
     def __call__(self, site: str, msg: Sync) -> Sync:
         request = convert.sync_to_pb(msg)

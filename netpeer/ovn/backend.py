@@ -83,7 +83,12 @@ class OvnBackend:
     kind = "ovn"
 
     def __init__(self, remote: str, owner: str = "netpeer", timeout: float = 10.0, site: SiteContext | None = None,
-                 stamp_first: bool = False):
+                 stamp_first: bool = False, on_transaction: Callable[[str, float], None] = lambda kind, seconds: None,
+                 on_keyed: Callable[[], None] = lambda: None):
+        """``on_transaction``: told (kind, seconds) after every NB transaction
+        (``netpeer.observe.metrics``); ``on_keyed``: told, on the connection's
+        thread, when one of our transit switch ports got its tunnel key
+        (``ChangeTracker``)."""
         self.remote = remote
         self.owner = owner
         #: This site, for networks peered with other sites (None: no sites).
@@ -91,9 +96,8 @@ class OvnBackend:
         self.timeout = timeout
         self.ports = InstancePorts(self)
         #: The networks whose rows changed in the replica since the sweep last asked.
-        self.changes = ChangeTracker(owner)
-        #: Called with (kind, seconds) after every NB transaction (netpeer.observe.metrics).
-        self.on_transaction: Callable[[str, float], None] = lambda kind, seconds: None
+        self.changes = ChangeTracker(owner, on_keyed)
+        self.on_transaction = on_transaction
         self._conn = Connection(remote, NB_SCHEMA, COLUMNS, named=ROOT_TABLES + REF_TABLES,
                                 on_change=self.changes.note, timeout=timeout, backoff=RECONNECT_BACKOFF_MS / 1000,
                                 hold=STAMP_FIRST_S if stamp_first else 0.0, name="ovn-nb")

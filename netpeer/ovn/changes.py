@@ -36,7 +36,7 @@ _IGNORED = frozenset({"NB_Global"})
 class ChangeTracker:
     """Fed by the connection's thread (``note``), drained by the sweep (``take``)."""
 
-    def __init__(self, owner: str):
+    def __init__(self, owner: str, on_keyed: Callable[[], None] = lambda: None):
         self.owner = owner
         self._lock = threading.Lock()
         self._uids: set[str] = set()
@@ -44,7 +44,7 @@ class ChangeTracker:
         self._seqno: object = None
         #: Called (on the connection's thread) when one of our transit switch
         #: ports got its tunnel key: the daemon asks for a sweep now.
-        self.on_keyed: Callable[[], None] = lambda: None
+        self.on_keyed = on_keyed
 
     def note(self, table: str, uuid: str, old, new) -> None:
         """One row changed (``netpeer.ovn.plain.ChangeHook``: ``old`` None

@@ -41,7 +41,8 @@ class MemoryDataplane:
     #: What ``netpeer status`` shows.
     kind = "memory"
 
-    def __init__(self, track_changes: bool = False):
+    def __init__(self, track_changes: bool = False,
+                 on_transaction: Callable[[str, float], None] = lambda kind, seconds: None):
         self.networks: dict[str, NetworkState] = {}
         self.stamp: Stamp | None = None
         self.cfg = 0               # configuration sequence of the last tracked sync
@@ -51,7 +52,7 @@ class MemoryDataplane:
         self.unreachable = False       # every call raises Unavailable
         self.refuse: set[str] = set()  # uids whose sync is refused (FailedPrecondition), with the whole call
         #: Called with (kind, seconds) after every sync (``netpeer.observe.metrics``), as OVN's backend is.
-        self.on_transaction: Callable[[str, float], None] = lambda kind, seconds: None
+        self.on_transaction = on_transaction
         self._lock = threading.Lock()
         # With track_changes: the uids changed since take_changes last asked (None: all of them).
         self._track = track_changes

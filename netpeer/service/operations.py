@@ -128,7 +128,9 @@ class Service:
     def link_sites(self, here: str, sites: dict[str, int], transport=None, interval: float = 5.0) -> SiteLinks:
         """Makes this service site ``here``, linked to ``sites`` (name -> how
         many of its networks each link has room for) through ``transport``."""
-        self.sites = SiteLinks(self, here, sites, transport, interval, lambda: self.clock(),
+        self.sites = SiteLinks(here, sites, store=self.store, writes=self.writes, quotas=self.quotas,
+                               leadership=self.leadership, transport=transport, interval=interval,
+                               clock=lambda: self.clock(),
                                verify_interval=self.settings.full_sweep_interval.total_seconds())
         self.reconciler.sites = self.sites
         self.writes.before_commit = self.sites.refresh

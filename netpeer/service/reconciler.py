@@ -69,8 +69,8 @@ class Reconciler:
         #: A sweep that would delete more than this share of our dataplane
         #: rows (and at least MIN_GUARDED of them) stops and reports instead.
         self.max_delete_share = settings.repair_max_delete_share
-        #: Set after --accept-rollback: the next stray removal may be large.
-        self.allow_mass_delete_once = False
+        #: netpeerd --accept-rollback: the first stray removal may be large.
+        self.allow_mass_delete_once = settings.allow_mass_delete_once
         self.metrics = metrics
         #: The sites consent asks about (``netpeer.service.sites.SiteLinks``).
         self.sites = ONE_SITE

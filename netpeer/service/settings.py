@@ -28,3 +28,7 @@ class Settings:
     #: Every network is compared with the dataplane once per this long, a
     #: slice per sweep.
     full_sweep_interval: timedelta = timedelta(hours=1)
+    #: netpeerd --accept-rollback: the first sweep may delete more than
+    #: ``repair_max_delete_share`` (the sweeps start after the start-up
+    #: check accepted the rollback; netpeerd stops if it refuses).
+    allow_mass_delete_once: bool = False

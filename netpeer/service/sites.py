@@ -41,12 +41,14 @@ from datetime import datetime
 from typing import Callable, Iterable, Mapping
 
 from netpeer.core import consent, sides, validate
-from netpeer.core.models import Network, NetworkKey, Peering, Phase, utcnow
+from netpeer.core.models import Network, NetworkKey, Peering, Phase, Quotas, utcnow
 from netpeer.core.sides import Sync
 from netpeer.errors import InvalidArgument, NetpeerError, PermissionDenied, ResourceExhausted, Unavailable
 from netpeer.reasons import Reason
 from netpeer.service import effects, quotas, sitelog
-from netpeer.store.base import Transaction
+from netpeer.service.leader import Leadership, Solo
+from netpeer.service.writes import WriteQueue
+from netpeer.store.base import Store, Transaction
 
 LOG = logging.getLogger(__name__)
 
@@ -118,11 +120,21 @@ class SiteLinks:
     """This site's links to the other sites; implements ``consent.Sites``.
 
     ``sites``: the other sites and how many of this site's networks each
-    link has room for. Exchanges run on one thread per link (``run``)."""
+    link has room for. Exchanges run on one thread per link (``run``).
 
-    def __init__(self, service, here: str, sites: Mapping[str, int], transport: Transport | None = None,
+    What it works with, and nothing more of the service: ``store`` (reads),
+    ``writes`` (every change it makes to the store is one write of the
+    service's queue, so that it is programmed and told like any other),
+    ``quotas`` (a network's attachments), ``leadership`` (whether other
+    replicas share the store) and ``clock``."""
+
+    def __init__(self, here: str, sites: Mapping[str, int], *, store: Store, writes: WriteQueue,
+                 quotas: Quotas = Quotas(), leadership: Leadership = Solo(), transport: Transport | None = None,
                  interval: float = 5.0, clock: Callable[[], datetime] = utcnow, verify_interval: float = 3600.0):
-        self.service = service
+        self.store = store
+        self.writes = writes
+        self.quotas = quotas
+        self.leadership = leadership
         self.here = here
         self.capacity = dict(sites)
         self.transport = transport
@@ -152,7 +164,7 @@ class SiteLinks:
     @property
     def shared(self) -> bool:
         """Whether other replicas share this store (and may run the links)."""
-        return not self.service.leadership.solo
+        return not self.leadership.solo
 
     def reachable(self, site: str) -> bool:
         if self.shared and not self.running:
@@ -170,7 +182,7 @@ class SiteLinks:
         store at most every half second."""
         read_at, known = self._shared
         if time.monotonic() - read_at > 0.5:
-            with self.service.store.read() as tx:
+            with self.store.read() as tx:
                 known = {link.site: link.reachable for link in tx.links()}
             self._shared = (time.monotonic(), known)
         return known
@@ -191,7 +203,7 @@ class SiteLinks:
             out = [self._status[s] for s in sorted(self._status)]
         if not out:
             return out
-        with self.service.store.read() as tx:
+        with self.store.read() as tx:
             for i, s in enumerate(out):
                 link = tx.get_link(s.site)
                 if link is None:
@@ -230,7 +242,7 @@ class SiteLinks:
                                             last_error=status.last_error))
             return None, set()
         try:
-            self.service.writes.run(op)
+            self.writes.run(op)
         except NetpeerError as exc:
             LOG.warning("could not record that site %s %s: %s", status.site,
                         "answers" if status.reachable else "does not answer", exc.message)
@@ -274,7 +286,7 @@ class SiteLinks:
                               f"a moment ago and is not made again within {self.REATTACH_HOLD:g} s "
                               f"(docs/cross-site.md); nothing was changed; retry in {wait:.1f} s",
                               reason=Reason.UNAVAILABLE)
-        quotas.check_attachment(tx, self.service.quotas, network, site)
+        quotas.check_attachment(tx, self.quotas, network, site)
         slot = tx.attach(network_uid, site)
         if slot >= self.capacity[site]:
             raise ResourceExhausted(f"remote.site: the link with site {site} has room for {self.capacity[site]} "
@@ -361,7 +373,7 @@ class SiteLinks:
         site = msg.site
         self.check_linked(site)
         flipped = self._record(site, True)
-        with self.service.store.read() as tx:
+        with self.store.read() as tx:
             if not flipped and not msg.want_full and self._nothing_new(tx, msg):
                 return self._answered(site, self._message(tx, site))
 
@@ -371,7 +383,7 @@ class SiteLinks:
             if changed:
                 self.poke(changed)
             return self._message(tx, site), touched
-        return self._answered(site, self.service.writes.run(op))
+        return self._answered(site, self.writes.run(op))
 
     def _nothing_new(self, tx: Transaction, msg: Sync) -> bool:
         """Whether ``msg`` changes nothing in the store (then no write is
@@ -403,7 +415,7 @@ class SiteLinks:
         """One exchange with ``site`` started here; whether it succeeded."""
         if site not in self.capacity:
             return False
-        with self.service.store.read() as tx:
+        with self.store.read() as tx:
             mine = self._message(tx, site)
         try:
             if self.transport is None:
@@ -423,10 +435,10 @@ class SiteLinks:
         flipped = self._record(site, True)
         if flipped:
             LOG.info("site %s answers", site)
-        with self.service.store.read() as tx:
+        with self.store.read() as tx:
             quiet = not flipped and not theirs.want_full and self._nothing_new(tx, theirs)
         if not quiet:
-            self.service.writes.run(lambda tx: (None, self._take(tx, theirs, flipped)))
+            self.writes.run(lambda tx: (None, self._take(tx, theirs, flipped)))
         if site in self._send_full or self._asks_full(site):
             self.poke([site])   # at once, not in an interval
         return True
@@ -437,7 +449,7 @@ class SiteLinks:
             keys = [p.key for p in tx.halves_to_site(site) if p.phase != Phase.BOUND]
             return None, effects.resolve(tx, keys, self.clock(), self)
         try:
-            self.service.writes.run(op)
+            self.writes.run(op)
         except NetpeerError as exc:
             LOG.warning("could not mark peerings with site %s: %s", site, exc.message)
 
@@ -447,7 +459,7 @@ class SiteLinks:
         def op(tx: Transaction):
             mended = {site: sitelog.verify(tx, self.here, site, self.whole) for site in sorted(self.capacity)}
             return mended, set()
-        mended = self.service.writes.run(op)
+        mended = self.writes.run(op)
         for site, n in mended.items():
             if n:
                 LOG.warning("site %s: %d item(s) of what this site tells it differed from its side computed "
@@ -499,7 +511,7 @@ class SiteLinks:
                 sitelog.verify(tx, self.here, site, self.whole)
             return None, touched
         try:
-            self.service.writes.run(op)
+            self.writes.run(op)
         except NetpeerError as exc:
             LOG.warning("could not check the links at start: %s", exc.message)
 
@@ -542,13 +554,13 @@ class SiteLinks:
                 for site in removed:
                     touched |= self._retire(tx, site)
                 return None, touched
-            self.service.writes.run(op)
+            self.writes.run(op)
         if added:
             def create(tx: Transaction):
                 for site in added:
                     sitelog.verify(tx, self.here, site, self.whole)
                 return None, set()
-            self.service.writes.run(create)
+            self.writes.run(create)
             if self.running:
                 for site in added:
                     self._start_link(site, self._running)

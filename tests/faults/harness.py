@@ -32,6 +32,7 @@ from netpeer.ovn import names
 from netpeer.service.writes import desired_states
 from netpeer.store.base import Transaction, iter_all_networks
 from netpeer_dev.process import NetpeerdProcess
+from tests.support import wait_until
 
 OWNER = "netpeer"
 
@@ -255,20 +256,18 @@ def wait_ovn_matches_store(store, backend, timeout: float = 15.0, content: bool 
     the store implies (a write whose OVN transaction committed while its store
     commit failed leaves rows the daemons' sweep puts back). Returns how long
     it took; raises with the differences."""
-    start = time.monotonic()
-    while True:
+    def problems() -> list[str]:
         with store.read() as tx:
             want = expected_ids(tx)
             desired = desired_states(tx, [n.uid for n in iter_all_networks(tx)]) if content else {}
-        problems = diff_ovn(want, actual_ids(backend)) if backend.connected else ["checker not connected"]
-        if not problems and desired:
-            problems = [f"network {uid}: OVN rows differ from the store" for uid in sorted(backend.drifted(desired))]
-        if not problems:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"OVN does not match the store after {timeout:.0f}s: "
-                                 f"{len(problems)} problem(s): {problems[:10]}")
-        time.sleep(0.02)
+        found = diff_ovn(want, actual_ids(backend)) if backend.connected else ["checker not connected"]
+        if not found and desired:
+            found = [f"network {uid}: OVN rows differ from the store" for uid in sorted(backend.drifted(desired))]
+        return found
+    start = time.monotonic()
+    wait_until(problems, timeout, lambda found: f"OVN does not match the store: {len(found)} problem(s): "
+               f"{found[:10]}", until=lambda found: not found)
+    return time.monotonic() - start
 
 
 # --------------------------------------------------------------------- figures

@@ -120,7 +120,7 @@ def test_kill9_at_random_points_loses_nothing(ovn, netpeerd_factory, request):
             if kill_at <= TOTAL_OPS and worker.is_alive():
                 # A random instant inside the operation that just started.
                 typical = sorted(latencies)[len(latencies) // 2] if latencies else 0.03
-                time.sleep(rnd.uniform(0, 1.2 * typical))
+                time.sleep(rnd.uniform(0, 1.2 * typical))   # not polling: the kill lands inside the call
                 killed.set()
                 daemon.kill9()
                 t_kill = time.monotonic()

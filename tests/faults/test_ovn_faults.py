@@ -34,6 +34,7 @@ from netpeer.service import Service
 from netpeer.store.sqlite import SqliteStore
 from tests.faults import harness
 from tests.faults.harness import Model, publish, summary, wait_ovn_matches_store
+from tests.support import wait_until
 
 TENANTS = ["team-a", "team-b", "team-c"]
 OVN_TIMEOUT = 5.0
@@ -78,7 +79,7 @@ class RetryingWorkload(threading.Thread):
                         if time.monotonic() - first > self.give_up_after:
                             self.error = f"{op} still UNAVAILABLE after {self.give_up_after:.0f}s: {exc}"
                             return
-                        time.sleep(0.05)
+                        time.sleep(0.05)   # not polling: a client's pause before it sends the write again
                         continue
                     except errors.NetpeerError as exc:
                         self._record(start, type(exc).__name__, op.kind)
@@ -120,7 +121,7 @@ def check_converged(store, checker, models: list[Model]) -> float:
     transaction that timed out may still commit late, and the next sweep
     removes what it left): store == model, OVN == store and nothing to
     repair. Returns how long the checker's replica took to match."""
-    time.sleep(2 * SWEEP + 0.5)
+    time.sleep(2 * SWEEP + 0.5)   # not polling: two sweeps pass, as said
     with store.read() as tx:
         problems = [p for m in models for p in m.diff_store(tx, only=m.tenants)]
     assert not problems, problems[:10]
@@ -145,18 +146,16 @@ def assert_clean(workloads: list[RetryingWorkload]) -> dict:
 
 
 def first_success_after(workloads: list[RetryingWorkload], t: float, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while True:
-        ends = [w.success_after(t) for w in workloads]
-        ends = [e for e in ends if e is not None]
+    def first() -> float | None:
+        ends = [e for e in (w.success_after(t) for w in workloads) if e is not None]
         if ends:
             return min(ends)
         for w in workloads:
             if w.error or not w.is_alive():
                 raise AssertionError(f"a workload stopped: {w.error}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no write succeeded within {timeout:.0f}s of the fault")
-        time.sleep(0.01)
+        return None
+    return wait_until(first, timeout, "no write succeeded after the fault", step=0.01,
+                      until=lambda end: end is not None)
 
 
 @pytest.mark.slow
@@ -184,7 +183,7 @@ def test_nb_cluster_leader_failover(nb_cluster, netpeerd_factory, request):
             w.start()
         first_success_after(workloads, time.monotonic(), 30)
         for fault in faults:
-            time.sleep(rnd.uniform(0.5, 1.5))
+            time.sleep(rnd.uniform(0.5, 1.5))   # not polling: the workload runs a while between faults
             old = cluster.wait_leader()
             t0 = time.monotonic()
             if fault == "kill":
@@ -206,14 +205,14 @@ def test_nb_cluster_leader_failover(nb_cluster, netpeerd_factory, request):
         # Quorum lost: the leader and one follower die together. No leader
         # can be elected; writes must keep failing cleanly (not hang) until
         # the two come back.
-        time.sleep(1)
+        time.sleep(1)   # not polling: the workload runs a while before the fault
         old = cluster.wait_leader()
         gone = [old, next(i for i in cluster.members() if i != old)]
         t0 = time.monotonic()
         for i in gone:
             cluster.kill(i)
         dead = time.monotonic()   # a write that started before this may have reached the old leader
-        time.sleep(QUORUM_OUTAGE)
+        time.sleep(QUORUM_OUTAGE)   # not polling: the outage lasts this long
         assert not any(w.success_after(dead) for w in workloads), "a write succeeded without an NB quorum"
         for i in gone:
             cluster.start_member(i)
@@ -222,7 +221,7 @@ def test_nb_cluster_leader_failover(nb_cluster, netpeerd_factory, request):
         quorum = {"outage_s": QUORUM_OUTAGE, "restart_to_first_write_s": round(t1 - t_back, 2),
                   "unavailable_answers": sum(w.unavailable_between(dead, t1) for w in workloads)}
         cluster.wait_members_joined()
-        time.sleep(1)
+        time.sleep(1)   # not polling: the workload runs a while with the whole cluster back
         for w in workloads:
             w.stop.set()
         for w in workloads:
@@ -316,10 +315,7 @@ def daemon_pid(ovn, name: str) -> int:
 def kill_daemon(ovn, name: str) -> None:
     """SIGKILL one OVN daemon of the state dir by its pid; wait until gone."""
     os.kill(daemon_pid(ovn, name), signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while name in ovn.pids():
-        assert time.monotonic() < deadline, f"{name} survived SIGKILL"
-        time.sleep(0.01)
+    wait_until(lambda: name not in ovn.pids(), 10, f"{name} survived SIGKILL", step=0.01)
 
 
 def timed(call) -> tuple[float, Exception | None]:
@@ -334,16 +330,17 @@ def timed(call) -> tuple[float, Exception | None]:
 def retry_until_ok(call, timeout: float = 60.0) -> tuple[float, int]:
     """Retry ``call`` while it answers UNAVAILABLE; (seconds until it
     succeeded, UNAVAILABLE answers). Any other error fails the test."""
-    start, unavailable = time.monotonic(), 0
-    while True:
+    start, unavailable = time.monotonic(), []
+
+    def ok() -> bool:
         took, exc = timed(call)
         assert exc is None or isinstance(exc, errors.Unavailable), f"{type(exc).__name__}: {exc}"
         assert took <= OVN_TIMEOUT + MARGIN, f"a call took {took:.1f}s"
-        if exc is None:
-            return time.monotonic() - start, unavailable
-        unavailable += 1
-        assert time.monotonic() - start < timeout, f"still UNAVAILABLE after {timeout:.0f}s: {exc}"
-        time.sleep(0.05)
+        if exc is not None:
+            unavailable.append(exc)
+        return exc is None
+    wait_until(ok, timeout, lambda _: f"still UNAVAILABLE: {unavailable[-1]}", step=0.05)
+    return time.monotonic() - start, len(unavailable)
 
 
 def converged(daemon, ovn) -> None:
@@ -463,7 +460,7 @@ def test_nb_frozen(standalone, request):
     assert pairs.a.get_network("team-a", "hub")["routes"] == [], "the refused change was recorded"
     retry, unavailable = retry_until_ok(change)
     assert len(pairs.a.get_network("team-a", "hub")["routes"]) == 40
-    time.sleep(2 * SWEEP + 0.5)
+    time.sleep(2 * SWEEP + 0.5)   # not polling: two sweeps pass (a transaction that timed out may commit late)
     pairs.check_dataplane()
     converged(daemon, ovn)
     publish(request, "nb_frozen", {"call_while_frozen_s": round(took, 2), "answer_chars": len(str(exc)),

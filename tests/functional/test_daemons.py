@@ -14,7 +14,7 @@ import pytest
 
 from netpeer_dev import proc as proc_mod
 from netpeer_dev.daemons import OvnDaemonError, OvnDaemons
-from tests.support import require_ovn
+from tests.support import require_ovn, wait_until
 
 
 CENTRAL = ("ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd")
@@ -31,10 +31,7 @@ def alive(pid: int) -> bool:
 
 
 def _wait_dead(pid: int, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not alive(pid), f"pid {pid} still alive"
+    wait_until(lambda: not alive(pid), timeout, f"pid {pid} still alive")
 
 
 def _running(d: OvnDaemons) -> dict[str, int]:

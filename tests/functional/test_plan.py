@@ -29,6 +29,7 @@ from netpeer.ovn.plan import ForeignRowConflict, drifted, plan_sync
 from netpeer.ovn.plan import waiting as plan_waiting
 from netpeer.ovn.row import Parent, Row
 from tests.functional.nbfeed import Feed
+from tests.support import wait_until
 
 OWNER = "netpeer"
 
@@ -77,10 +78,7 @@ def settle(ovn, backend: OvnBackend, feed: Feed) -> None:
     cfg = str(int(ovn.nbctl("get", "NB_Global", ".", "nb_cfg").strip()) + 1)
     ovn.nbctl("set", "NB_Global", ".", f"nb_cfg={cfg}")
     feed.catch_up(cfg)
-    deadline = time.monotonic() + 30
-    while backend.nb_cfg()[0] != int(cfg):
-        assert time.monotonic() < deadline, "the backend's replica did not catch up"
-        time.sleep(0.05)
+    wait_until(lambda: backend.nb_cfg()[0] == int(cfg), 30, "the backend's replica did not catch up", step=0.05)
 
 
 def _plain(value):
@@ -299,10 +297,7 @@ def test_a_plan_from_a_replica_that_lags_another_writer_is_made_again(nb):
         assert b.wait_connected(30)
         nets = {i: network(i) for i in range(2)}
         a.sync(states(nets, []), Stamp("store-1", 1))
-        deadline = time.monotonic() + 30
-        while b.read_stamp() != Stamp("store-1", 1):
-            assert time.monotonic() < deadline, "B's replica did not catch up"
-            time.sleep(0.02)
+        wait_until(lambda: b.read_stamp() == Stamp("store-1", 1), 30, "B's replica did not catch up")
         replica, held = b._conn.replica, []
         replica.apply = held.append   # B's copy stops here: updates wait
         try:

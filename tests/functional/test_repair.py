@@ -3,9 +3,8 @@ orphans go, and rows that are not ours are never touched."""
 
 from __future__ import annotations
 
-import time
-
 from netpeer.ovn import names
+from tests.support import wait_until
 
 
 def bind(d):
@@ -80,12 +79,8 @@ def test_orphans_are_removed(netpeerd):
                        "--", "add", "Logical_Router", names.router(na["uid"]), "static_routes", "@r")
     # The sweep reads netpeerd's IDL replica, which gets the rows above
     # asynchronously (a loaded machine showed it one row short): wait for both.
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        ids = {r.get(names.ID) for rows in netpeerd.owned_rows().values() for r in rows}
-        if {"ls/ghost", "route/ghost"} <= ids:
-            break
-        time.sleep(0.02)
+    wait_until(lambda: {"ls/ghost", "route/ghost"} <= {r.get(names.ID) for rows in netpeerd.owned_rows().values()
+                                                       for r in rows}, 10, "netpeerd's replica never showed both")
     report = netpeerd.service.repair()
     assert report.repaired_rows == 2
     assert "np-ls-ghost" not in netpeerd.ovn.nbctl("ls-list")
@@ -100,10 +95,8 @@ def owned_count(d, table: str) -> int:
 def wait_replica(d, table: str, count: int, timeout: float = 10.0) -> None:
     """Waits until netpeerd's replica has seen hand edits of ``table``: a
     repair started before it would compare against the rows as they were."""
-    deadline = time.monotonic() + timeout
-    while owned_count(d, table) != count:
-        assert time.monotonic() < deadline, f"netpeerd's replica never showed {count} rows of {table}"
-        time.sleep(0.02)
+    wait_until(lambda: owned_count(d, table) == count, timeout,
+               f"netpeerd's replica never showed {count} rows of {table}")
 
 
 def test_one_bad_network_does_not_stop_the_sweep(netpeerd):

@@ -19,6 +19,7 @@ from ovsdbapp.backend.ovs_idl import connection, idlutils
 from netpeer.ovn.backend import COLUMNS, NB_SCHEMA
 from netpeer.ovn.plain import PlainReplica
 from tests.functional.test_repair import bind
+from tests.support import wait_until
 
 
 class StockIdl(connection.OvsdbIdl):
@@ -120,10 +121,8 @@ def both(nb, idl, netpeerd) -> PlainReplica:
     cfg = int(nb.nbctl("get", "NB_Global", ".", "nb_cfg").strip()) + 1
     nb.nbctl("set", "NB_Global", ".", f"nb_cfg={cfg}")
     catch_up(idl, str(cfg))
-    deadline = time.monotonic() + 30
-    while not (netpeerd.backend.connected and netpeerd.backend.nb_cfg()[0] == cfg):
-        assert time.monotonic() < deadline, "netpeerd's replica did not catch up"
-        time.sleep(0.05)
+    wait_until(lambda: netpeerd.backend.connected and netpeerd.backend.nb_cfg()[0] == cfg, 30,
+               "netpeerd's replica did not catch up", step=0.05)
     return netpeerd.backend._conn.replica
 
 
@@ -170,10 +169,8 @@ def test_netpeerd_replica_matches_python_ovs(netpeerd):
         seqno = netpeerd.backend._conn.seqno
         netpeerd.backend._conn._sock.shutdown(2)
         nb.nbctl("lr-del", "renamed")   # while it is away
-        deadline = time.monotonic() + 30
-        while netpeerd.backend._conn.seqno < seqno + 2 or not netpeerd.backend.connected:
-            assert time.monotonic() < deadline, "netpeerd did not reconnect"
-            time.sleep(0.05)
+        wait_until(lambda: netpeerd.backend._conn.seqno >= seqno + 2 and netpeerd.backend.connected, 30,
+                   "netpeerd did not reconnect", step=0.05)
         assert netpeerd.backend.take_changes() is None
         fresh = both(nb, idl, netpeerd)
         assert fresh is not replica

@@ -1,8 +1,8 @@
 """Clients with several endpoints (``NETPEER_ENDPOINT=a,b``): the CLI and
 the provider core reach the replica that is up; a read whose replica dies
-under it is answered by the other; a write whose replica dies after the
-call was sent is *not* re-sent (it may have been applied) and the caller is
-told UNAVAILABLE."""
+under it is answered by the other; a write whose replica dies after it
+took the call is *not* re-sent (it may have been applied) and the caller is
+told UNAVAILABLE; one the replica never took goes to the other."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 
 from netpeer import errors
 from netpeer.api.client import Client
+from netpeer.reasons import Reason
 from tests.support import ADMIN_TOKEN
 
 
@@ -51,9 +52,11 @@ def test_cli_and_provider_reach_the_replica_that_is_up(pair, state_dir):
     assert out.returncode != 0 and "endpoint" in out.stderr and "empty item" in out.stderr, out.stderr
 
 
-def _frozen_call(victim, call):
-    """Runs ``call`` while ``victim`` is stopped (the request is sent, never
-    answered), then kills the victim; what the call answered."""
+def _frozen_call(victim, call, frozen: int | None = None):
+    """Runs ``call`` while ``frozen`` (a pid; by default the victim's) is
+    stopped, then kills the victim; what the call answered. The victim
+    stopped: the request is sent, never taken. OVN's NB stopped: the victim
+    takes a write and waits in it for OVN."""
     box: dict = {}
 
     def run():
@@ -61,32 +64,47 @@ def _frozen_call(victim, call):
             box["answer"] = call()
         except errors.NetpeerError as exc:
             box["error"] = exc
-    os.kill(victim.pid, signal.SIGSTOP)
+    ovn_stopped = frozen is not None
+    frozen = frozen if ovn_stopped else victim.pid
+    os.kill(frozen, signal.SIGSTOP)
     try:
         t = threading.Thread(target=run)
         t.start()
-        time.sleep(0.5)
+        time.sleep(0.5)   # not polling: the call is on its way (and, with OVN stopped, in the victim)
     finally:
         victim.kill9()
+        if ovn_stopped:
+            os.kill(frozen, signal.SIGCONT)
     t.join(60)
     assert not t.is_alive()
     return box
 
 
-def test_a_write_in_doubt_is_not_resent_a_read_is(pair):
+def test_a_write_in_doubt_is_not_resent_a_read_is(pair, ovn):
     first, second = pair
     client = Client(f"{first.endpoint},{second.endpoint}", ADMIN_TOKEN, timeout=30)
     try:
         client.list_networks("a")                         # connected to the first replica
-        box = _frozen_call(first, lambda: client.create_network("a", "in-doubt", ["10.7.0.0/24"]))
+        box = _frozen_call(first, lambda: client.create_network("a", "in-doubt", ["10.7.0.0/24"]),
+                           frozen=ovn.pids()["ovsdb-server-nb"])
         assert isinstance(box.get("error"), errors.Unavailable), box
+        assert box["error"].reason == Reason.OUTCOME_UNKNOWN, box
         with Client(second.endpoint, ADMIN_TOKEN) as other:
             assert [n["name"] for n in other.list_networks("a")] == []     # not re-sent to the second one
+        # A write the stopped replica never took (no headers came back): the second one makes it.
+        first.spawn()
+        first.wait_ready()
+        client.list_networks("a")
+        client._current = 0
+        box = _frozen_call(first, lambda: client.create_network("a", "never-taken", ["10.8.0.0/24"]))
+        assert box.get("answer", {}).get("name") == "never-taken", box
+        with Client(second.endpoint, ADMIN_TOKEN) as other:
+            assert [n["name"] for n in other.list_networks("a")] == ["never-taken"]
         first.spawn()
         first.wait_ready()
         client.list_networks("a")
         client._current = 0                               # next call to the first replica again
         box = _frozen_call(first, lambda: client.list_networks("a"))
-        assert box.get("answer") == [], box               # the read went to the second replica
+        assert [n["name"] for n in box.get("answer", [])] == ["never-taken"], box   # the read went to the second
     finally:
         client.close()

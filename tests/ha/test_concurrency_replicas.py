@@ -31,7 +31,7 @@ from netpeer.api.client import Client
 from netpeer.daemon import Daemon
 from netpeer.service import Service
 from tests.faults.harness import wait_ovn_matches_store
-from tests.support import ADMIN_TOKEN, Netpeerd, netpeerd_config
+from tests.support import ADMIN_TOKEN, Netpeerd, netpeerd_config, wait_until
 from tests.trust import report
 from tests.trust.model import Model, diff, service_view
 from tests.trust.recording import RecordingService
@@ -101,10 +101,7 @@ def two_replicas(ovn, state_dir, pg_url):
             assert daemon.backend.wait_connected(30)
             daemon.start()
             made.append(Netpeerd(ovn, daemon, config.listen, directory / "netpeer.sock"))
-        deadline = time.monotonic() + 30
-        while not all(d.daemon.server.ready for d in made):
-            assert time.monotonic() < deadline, "the replicas never became ready"
-            time.sleep(0.02)
+        wait_until(lambda: all(d.daemon.server.ready for d in made), 30, "the replicas never became ready")
         yield made
     finally:
         for d in made:

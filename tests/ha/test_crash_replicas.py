@@ -39,6 +39,7 @@ from netpeer.service import Service
 from netpeer.store.postgres import PostgresStore
 from tests.faults import harness
 from tests.faults.harness import Model, publish, summary, wait_ovn_matches_store
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -71,15 +72,12 @@ class Workload:
     def resolve(self, op) -> bool:
         """Whether an in-doubt call took effect: read under the write lock,
         once the store answers again."""
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with self.store.exclusive() as tx:
-                    return op.took_effect(tx)
-            except errors.Unavailable:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        def took_effect():
+            with self.store.exclusive() as tx:
+                return op.took_effect(tx)
+        return wait_until(took_effect, 60, lambda last: f"the store did not answer again: {last}", step=0.1,
+                          until=lambda answer: not isinstance(answer, errors.Unavailable),
+                          ignore=(errors.Unavailable,))
 
     def run(self, count: int, started: threading.Event | None = None, fault: threading.Event | None = None,
             first_ack_after_fault: list | None = None, fault_at: list | None = None) -> None:
@@ -161,15 +159,12 @@ def wait_healthy(daemons, timeout: float = 60) -> None:
     calls that must not fail)."""
     deadline = time.monotonic() + timeout
     for d in daemons:
-        while True:
-            try:
-                with Client(d.endpoint, d.admin_token, timeout=5) as c:
-                    if c.status()["dataplane_connected"]:
-                        break
-            except errors.NetpeerError:
-                pass
-            assert time.monotonic() < deadline, f"{d.endpoint} did not reconnect to OVN: {d.tail(300)}"
-            time.sleep(0.05)
+        def connected(d=d) -> bool:
+            with Client(d.endpoint, d.admin_token, timeout=5) as c:
+                return c.status()["dataplane_connected"]
+        wait_until(connected, max(0.0, deadline - time.monotonic()),
+                   lambda last, d=d: f"{d.endpoint} did not reconnect to OVN: {d.tail(300)}", step=0.05,
+                   ignore=(errors.NetpeerError,))
 
 
 def start(replicas, nb3, sweep_interval: str = "30s", **kwargs):
@@ -202,7 +197,7 @@ def test_kill9_a_random_replica_loses_nothing(replicas, nb3, request):
             worker.start()
             started.wait(30)
             typical = sorted(work.latencies)[len(work.latencies) // 2] if work.latencies else 0.03
-            time.sleep(rnd.uniform(0, 1.2 * typical))
+            time.sleep(rnd.uniform(0, 1.2 * typical))   # not polling: the fault lands inside a call
             fault.set()
             t_kill = time.monotonic()
             fault_at.append(t_kill)
@@ -264,7 +259,7 @@ def test_postgres_restart_and_nb_leader_kill_lose_nothing(replicas, nb3, pg_clus
             fault_at.append(t0)
             if kind == "postgres":
                 pg_cluster.kill(signal.SIGQUIT)     # immediate shutdown: a crash, recovered from the WAL
-                time.sleep(0.5)
+                time.sleep(0.5)                     # not polling: the store stays down this long
                 pg_cluster.start()
             else:
                 leader = nb3.leader()

@@ -26,7 +26,7 @@ from netpeer.ovn.backend import OvnBackend
 from netpeer.service import Service
 from netpeer.store.postgres import PostgresStore
 from tests.faults.harness import actual_ids, diff_ovn, expected_ids, publish
-from tests.support import ADMIN_TOKEN
+from tests.support import ADMIN_TOKEN, wait_until
 
 SWEEP, LEASE = 1.0, 2.0
 
@@ -43,10 +43,9 @@ def leaders(daemons) -> list[int]:
 
 
 def wait_for(what: str, condition, timeout: float, step: float = 0.02) -> float:
+    """``wait_until``, and how long it took (s)."""
     start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < timeout, f"{what}: not within {timeout:.1f}s"
-        time.sleep(step)
+    wait_until(condition, timeout, what, step=step)
     return time.monotonic() - start
 
 
@@ -139,7 +138,7 @@ def test_the_sweeps_move_to_the_survivor(replicas, nb3, request):
         # A replica started again follows; the lease stays where it is.
         daemons[leader].spawn()
         daemons[leader].wait_ready()
-        time.sleep(LEASE)
+        time.sleep(LEASE)   # not polling: a whole lease passes, and the lease must not move meanwhile
         assert leaders(daemons) == [1 - leader]
     finally:
         checker.close()
@@ -165,7 +164,7 @@ def test_the_leader_repairs_at_once_when_a_replica_goes_away(replicas, nb3, requ
         daemons[leader].wait_sweep(3)
         land_dead_write(checker, "ghost", "10.9.0.0/24")
         assert not synced()
-        time.sleep(1.0)
+        time.sleep(1.0)   # not polling: nothing may remove them in this second
         assert not synced(), "something removed the rows before any replica went away"
         daemons[1 - leader].kill9()
         killed = time.monotonic()

@@ -13,14 +13,13 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
 from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.reasons import Reason
-from tests.support import ADMIN_TOKEN, netpeerd_process
+from tests.support import ADMIN_TOKEN, netpeerd_process, wait_until
 
 
 def _netpeer(endpoint: str, token: str, *args: str, **kwargs) -> subprocess.Popen:
@@ -54,10 +53,10 @@ def test_a_write_whose_connection_breaks_says_its_outcome_is_unknown(ovn, state_
         try:
             cli = _netpeer(d.endpoint, token, "network", "create", "net-a", "--subnet", "10.1.0.0/24",
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            deadline = time.monotonic() + 60
-            while not _writing(state_dir / "netpeer.db"):
-                assert cli.poll() is None and time.monotonic() < deadline, cli.communicate(timeout=5)
-                time.sleep(0.02)
+            def writing() -> bool:
+                assert cli.poll() is None, cli.communicate(timeout=5)
+                return _writing(state_dir / "netpeer.db")
+            wait_until(writing, 60, "the write never reached netpeerd's store")
             d.kill9()
             _, err = cli.communicate(timeout=60)
         finally:
@@ -90,12 +89,17 @@ def test_output_into_a_reader_that_went_away_ends_quietly(ovn, state_dir):
 
 
 class Breaker:
-    """A relay in front of netpeerd's socket that, once ``arm``ed, drops the
-    next connection's next request unsent, closing the connection: the call
-    breaks on its way (as when netpeerd dies). Stopped by ``close``."""
+    """A relay in front of netpeerd's socket that, once ``armed``, drops the
+    next request unsent, closing the connection: the call breaks on its way
+    (as when netpeerd dies before it read it); once ``answers`` is set, it
+    passes the next request and netpeerd's first HTTP/2 frames of the answer
+    (its headers) and closes the connection at the answer's first DATA
+    frame: the call breaks after netpeerd took it (as when netpeerd dies
+    while it writes). Stopped by ``close``."""
 
     def __init__(self, upstream: str, path: str):
         self.upstream, self.path, self.armed = upstream, path, threading.Event()
+        self.answers = threading.Event()
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(path)
         self.listener.listen(8)
@@ -115,6 +119,7 @@ class Breaker:
             threading.Thread(target=self._pipe, args=(up, down, False), daemon=True).start()
 
     def _pipe(self, src, dst, requests):
+        held = b""   # netpeerd's bytes not yet passed on: whole HTTP/2 frames are
         try:
             while data := src.recv(65536):
                 if requests and self.armed.is_set():
@@ -122,7 +127,20 @@ class Breaker:
                     src.close()
                     dst.close()
                     return
-                dst.sendall(data)
+                if requests:
+                    dst.sendall(data)
+                    continue
+                held += data
+                while len(held) >= 9 and len(held) >= 9 + int.from_bytes(held[:3], "big"):
+                    size = 9 + int.from_bytes(held[:3], "big")
+                    if held[3] == 0 and self.answers.is_set():   # a DATA frame: the answer itself
+                        self.answers.clear()
+                        for s in (src, dst):   # shut down first: the other direction's thread waits on dst
+                            s.shutdown(socket.SHUT_RDWR)
+                            s.close()
+                        return
+                    dst.sendall(held[:size])
+                    held = held[size:]
         except OSError:
             pass
         for s in (src, dst):
@@ -146,9 +164,49 @@ def test_a_read_whose_connection_breaks_is_sent_again(netpeerd, state_dir):
             breaker.armed.set()
             assert a.get_network("team-a", "net-a")["name"] == "net-a"   # broken once, then sent again
             assert not breaker.armed.is_set()
-            breaker.armed.set()
-            with pytest.raises(errors.Unavailable) as broken:
-                a.create_network("team-a", "net-b", ["10.2.0.0/24"])
-            assert broken.value.reason == Reason.OUTCOME_UNKNOWN and "may or may not" in str(broken.value)
+            breaker.answers.set()
+            assert a.get_network("team-a", "net-a")["name"] == "net-a"   # broken after netpeerd took it: again
+            assert not breaker.answers.is_set()
     finally:
         breaker.close()
+
+
+def test_a_write_whose_connection_breaks_before_or_after_netpeerd_took_it(netpeerd, state_dir):
+    """Dropped on its way, a write was not applied and the client says so
+    (it may be sent again); broken after netpeerd took it (netpeerd sent
+    the answer's headers), its outcome is unknown: the client says that,
+    and the write was in fact applied."""
+    breaker = Breaker(str(netpeerd.socket), str(state_dir / "relay.sock"))
+    try:
+        with Client(f"unix://{state_dir / 'relay.sock'}", netpeerd.token("team-a"), timeout=30) as a:
+            a.create_network("team-a", "net-a", ["10.1.0.0/24"])
+            breaker.armed.set()
+            with pytest.raises(errors.Unavailable) as dropped:
+                a.create_network("team-a", "net-b", ["10.2.0.0/24"])
+            assert dropped.value.reason == Reason.SERVICE_UNREACHABLE, dropped.value
+            with pytest.raises(errors.NotFound):
+                a.get_network("team-a", "net-b")
+            breaker.answers.set()
+            with pytest.raises(errors.Unavailable) as broken:
+                a.create_network("team-a", "net-b", ["10.2.0.0/24"])
+            assert broken.value.reason == Reason.OUTCOME_UNKNOWN and "may or may not" in str(broken.value), \
+                broken.value
+            assert a.get_network("team-a", "net-b")["name"] == "net-b"
+    finally:
+        breaker.close()
+
+
+def test_a_write_to_a_netpeerd_that_is_down_was_not_applied_and_goes_to_the_next(netpeerd, state_dir):
+    """Nothing listens at the first endpoint: the client knows the write
+    never left (its channel never connected, no server's headers), says it
+    was not applied, and sends it to the next endpoint, where it is."""
+    down = f"unix://{state_dir / 'nobody.sock'}"
+    token = netpeerd.token("team-a")
+    with Client(down, token, timeout=30) as a:
+        with pytest.raises(errors.Unavailable) as refused:
+            a.create_network("team-a", "net-a", ["10.1.0.0/24"])
+    assert refused.value.reason == Reason.SERVICE_UNREACHABLE, refused.value
+    assert str(refused.value).startswith(f"cannot reach netpeerd at {down} (is it running?"), refused.value
+    with Client(f"{down},{netpeerd.endpoint}", token, timeout=30) as a:
+        assert a.create_network("team-a", "net-a", ["10.1.0.0/24"])["name"] == "net-a"
+        assert a.get_network("team-a", "net-a")["subnets"] == ["10.1.0.0/24"]

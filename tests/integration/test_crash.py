@@ -71,7 +71,7 @@ def test_kill9_loses_no_acknowledged_write(ovn, daemon, state_dir):
         stop = threading.Event()
         worker = threading.Thread(target=workload, args=(endpoint, token_a, token_b, acked, stop, round_))
         worker.start()
-        time.sleep(0.5 + rnd.random())
+        time.sleep(0.5 + rnd.random())   # not polling: the kill lands at a random moment of the workload
         daemon.kill9()
         stop.set()
         worker.join(30)

@@ -87,7 +87,7 @@ def test_netpeerds_backend_asks_for_its_replica_after_the_stamp(ovn, state_dir):
     stamp = seed(ovn, state_dir)
     backend = OvnBackend(ovn.nb_remote, stamp_first=True)
     try:
-        time.sleep(STAMP_FIRST_S / 2)
+        time.sleep(STAMP_FIRST_S / 2)   # not polling: the replica must not be asked for within this time
         assert not backend.connected, "the replica was asked for before the stamp was read"
         assert backend.read_stamp() == stamp
         assert backend.wait_connected(10)

@@ -23,7 +23,7 @@ from netpeer.daemon import Daemon
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
 from netpeer_dev.daemons import OvnDaemons
-from tests.support import ADMIN_TOKEN, netpeerd_config, netpeerd_process
+from tests.support import ADMIN_TOKEN, netpeerd_config, netpeerd_process, wait_until
 
 
 def free_port() -> int:
@@ -51,9 +51,7 @@ def health_of(endpoint: str) -> int:
 
 def wait_health(endpoint: str, status: int, timeout: float = 30) -> float:
     t0 = time.monotonic()
-    while health_of(endpoint) != status:
-        assert time.monotonic() - t0 < timeout, f"health did not become {status} within {timeout}s"
-        time.sleep(0.1)
+    wait_until(lambda: health_of(endpoint) == status, timeout, f"health did not become {status}", step=0.1)
     return time.monotonic() - t0
 
 
@@ -116,11 +114,12 @@ def test_json_logs_carry_the_request_id_the_client_passed(ovn, state_dir):
             os.kill(nb, signal.SIGCONT)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         assert dict(err.value.trailing_metadata())["x-request-id"] == "my-call-42"
-        time.sleep(0.5)
-        lines = [json.loads(line) for line in daemon.log.read_text().splitlines() if line.strip()]
-        assert lines and all({"time", "level", "logger", "message"} <= set(entry) for entry in lines)
-        mine = [entry for entry in lines if entry.get("request_id") == "my-call-42"]
-        assert mine and any("timed out" in entry["message"] for entry in mine), lines[-5:]
+        def mine() -> list[dict]:
+            lines = [json.loads(line) for line in daemon.log.read_text().splitlines() if line.strip()]
+            assert lines and all({"time", "level", "logger", "message"} <= set(entry) for entry in lines)
+            return [entry for entry in lines if entry.get("request_id") == "my-call-42"]
+        wait_until(mine, 10, lambda found: f"no line of the call says it timed out: {found[-5:]}",
+                   until=lambda found: any("timed out" in entry["message"] for entry in found))
         # A malformed id is replaced by one of netpeerd's own, still sent back.
         with grpc.insecure_channel(daemon.endpoint) as ch:
             _, call = pb_grpc.TokenServiceStub(ch).GetCaller.with_call(

@@ -39,7 +39,7 @@ def serve(endpoint: str, answer, ready: threading.Event, stop: threading.Event, 
         server.add_insecure_port(endpoint)
         await server.start()
         ready.set()
-        while not stop.is_set():
+        while not stop.is_set():   # not polling a condition of the test: the server's loop runs until stopped
             await asyncio.sleep(0.05)
         await server.stop(0)
     asyncio.run(main())

@@ -193,7 +193,7 @@ def test_a_pair_is_programmed_only_once_its_router_port_and_routes_are_in(sites,
     port = names.transit_router_port(a["uid"], "west")
     sites["east"].settle()          # everything else the chassis acknowledged
     deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:   # not polling: it must stay so for a second
         assert east.get_peering("team-a", "net-a", "to-b")["dataplane"] == "Programming"
         assert port not in {r["name"] for r in rows(sites["east"], "Logical_Router_Port")}
         time.sleep(0.1)
@@ -244,7 +244,7 @@ def test_slots_on_the_link_are_counted_per_namespace_shown_and_released_after_th
     from netpeer.core.models import Quotas
     from netpeer.ovn.ic_rows import capacity
     d = sites["east"]
-    d.service.quotas = Quotas(site_attachments_per_namespace=2)
+    d.service.quotas = d.service.sites.quotas = Quotas(site_attachments_per_namespace=2)
     d.service.reconciler.attachment_grace = timedelta(seconds=1)
     east = d.client()
     uids = [east.create_network("team-a", f"n{i}", [f"10.{i}.0.0/24"])["uid"] for i in range(3)]
@@ -261,14 +261,14 @@ def test_slots_on_the_link_are_counted_per_namespace_shown_and_released_after_th
     d.service.sweep()
     assert east.status()["sites"][0]["slots_used"] == 2        # within its grace: kept, port and all
     assert [r for r in rows(d, "Logical_Switch_Port") if r["name"] == port]
-    time.sleep(1.1)
+    time.sleep(1.1)   # not polling: the slot's grace (1 s) passes on the real clock the sweep reads
     d.service.sweep()
     d.settle()
     status = east.status()
     assert status["sites"][0]["slots_used"] == 1
     assert not [r for r in rows(d, "Logical_Switch_Port") if r["name"] == port]
     assert f"    slots: 1 of {link['capacity']} used (most: team-a 1)" in status_detail(status).splitlines()
-    time.sleep(d.service.sites.REATTACH_HOLD)
+    time.sleep(d.service.sites.REATTACH_HOLD)   # not polling: the hold is on the real (monotonic) clock
     east.create_peering("team-a", "n2", "p", "x2", "team-b", remote_site="west")   # room again
 
 
@@ -277,19 +277,13 @@ def test_a_caller_without_the_links_secret_is_refused(sites, tmp_path):
     from netpeer.core.sides import Delta, Digest, Sync
     listen = sites["west"].daemon.config.site_listen
     wrong = SiteTransport("east", {"west": listen}, {"west": "not-the-secret-" + "x" * 20})
-    deadline = time.monotonic() + 10
     try:
         with pytest.raises(errors.Unauthenticated, match="secret"):
-            while True:
-                # East called west before west listened: gRPC backs that connection off for a while, and a new
-                # channel to the same address shares it (and its last error) until the backoff ends.
-                try:
-                    wrong("west", Sync("east", "west", Delta("s", 0, 0, Digest())))
-                except errors.Unavailable:
-                    assert time.monotonic() < deadline, "west's site link never answered"
-                    time.sleep(0.1)
-                else:
-                    break
+            # East called west before west listened: gRPC backs that connection off for a while, and a new
+            # channel to the same address shares it (and its last error) until the backoff ends.
+            wait_until(lambda: wrong("west", Sync("east", "west", Delta("s", 0, 0, Digest()))), 10,
+                       "west's site link never answered", step=0.1,
+                       until=lambda answer: not isinstance(answer, errors.Unavailable), ignore=(errors.Unavailable,))
     finally:
         wrong.close()
 

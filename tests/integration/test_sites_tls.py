@@ -14,7 +14,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from netpeer.config import SiteLink
 from netpeer_dev.daemons import OvnDaemons
 from tests.integration.test_serve import free_port
 from tests.integration.test_sites_control import IcKeys, _site_setup, bind, wait_phase
-from tests.support import require_ovn, short_tmpdir, start_netpeerd
+from tests.support import require_ovn, short_tmpdir, start_netpeerd, wait_until
 
 SITES = ("east", "west")
 
@@ -104,11 +103,7 @@ def link(netpeerd, site: str) -> dict:
 
 
 def wait(fn, what: str, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while not (value := fn()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
+    return wait_until(fn, timeout, f"timed out waiting for {what}", step=0.05)
 
 
 def reload(netpeerd, root: Path, here: str, **changes) -> str:

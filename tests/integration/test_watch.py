@@ -18,7 +18,7 @@ from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
-from tests.support import ADMIN_TOKEN, netpeerd_process
+from tests.support import ADMIN_TOKEN, netpeerd_process, wait_until
 
 
 class Watcher:
@@ -246,10 +246,7 @@ def test_a_tokens_watch_streams_are_capped(ovn, state_dir):
         assert open_watch(two).type == pb.WatchEvent.BOOKMARK
         assert scrape(url)["netpeer_watchers"] == 101
         calls[0].cancel()                     # one of the first token's ends: its place is free again
-        deadline = time.monotonic() + 10
-        while scrape(url)["netpeer_watchers"] != 100:
-            assert time.monotonic() < deadline, "an ended watch kept its place"
-            time.sleep(0.05)
+        wait_until(lambda: scrape(url)["netpeer_watchers"] == 100, 10, "an ended watch kept its place", step=0.05)
         assert open_watch(one).type == pb.WatchEvent.BOOKMARK
         metrics = scrape(url)
         assert metrics['netpeer_rpc_requests_total{code="RESOURCE_EXHAUSTED",method="Watch"}'] == 1

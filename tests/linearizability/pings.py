@@ -19,6 +19,7 @@ from netpeer.core.models import Network
 from netpeer.store.base import Store, iter_all_networks
 from netpeer_dev import netns as nsx
 from netpeer_dev.daemons import OvnDaemons
+from tests.support import wait_until
 from netpeer_dev.instances import Fleet
 
 
@@ -32,13 +33,10 @@ def _as_api(n: Network) -> dict:
 
 def wait_programmed(store: Store, timeout: float = 60.0) -> None:
     """Until every chassis has applied every change (no pair is Programming)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def settled() -> bool:
         with store.read() as tx:
-            if not tx.programming(2 ** 62, limit=1):
-                return
-        assert time.monotonic() < deadline, f"pairs still Programming {timeout:.0f}s after the run"
-        time.sleep(0.1)
+            return not tx.programming(2 ** 62, limit=1)
+    wait_until(settled, timeout, "pairs still Programming after the run", step=0.1)
 
 
 def draw(store: Store, sample: int, seed: int) -> tuple[list[tuple[Network, Network]], list[tuple[Network, Network]]]:

@@ -54,7 +54,7 @@ def _ack_before_commit() -> None:
             raise
 
         def commit_later():
-            time.sleep(COMMIT_DELAY_S)
+            time.sleep(COMMIT_DELAY_S)   # not polling: the commit is late on purpose
             try:
                 self._db.execute("COMMIT")
             finally:

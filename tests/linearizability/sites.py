@@ -34,6 +34,7 @@ from netpeer_dev.multisite import MultiSiteStack
 from tests.linearizability.history import History, now
 from tests.linearizability.stacks import Final, check_faults
 from tests.linearizability.workload import RecordingClient, Run, Worker, call
+from tests.support import wait_until
 
 SWEEP = "1s"
 AGREE_S = 10.0       # after healing, both sides agree within this (sweep interval 1 s: about ten exchanges)
@@ -96,7 +97,7 @@ class SitesStack:
             site, hold = rnd.choice(SITES), rnd.uniform(1.0, 4.0)
             self.cut = site
             self.multi.sites.cut(site)
-            time.sleep(hold)
+            time.sleep(hold)   # not polling: the cut lasts this long
             self.multi.sites.heal(site)
             self.cut = None
             history.nemesis(kind, site, start, now(), f"{site}'s WAN port down for {hold:.1f}s")
@@ -155,10 +156,8 @@ class SitesStack:
                 elif not bind and site == "west":
                     c.delete_peering(a["ns"], a["network"], a["peering"])
         want = ("Bound", "Bound") if bind else ("Pending", None)
-        deadline = time.monotonic() + timeout
-        while self.phases()[0] != want:
-            assert time.monotonic() < deadline, f"pair 0 is {self.phases()[0]} {timeout:.0f}s later, not {want}"
-            time.sleep(0.2)
+        wait_until(lambda: self.phases()[0], timeout, lambda got: f"pair 0 is {got}, not {want}", step=0.2,
+                   until=lambda got: got == want)
 
     def ping_sample(self, sample: int, seed: int) -> dict:
         """Instances on both sides of some Bound pairs and some others: east
@@ -294,7 +293,7 @@ class CrossSiteRun:
                 agree = all(p in (("Bound", "Bound"), (None, None)) or ("Bound" not in p and None in p
                                                                          and "?" not in p) for p in pairs)
                 agreed_in_a_row = agreed_in_a_row + 1 if agree else 0
-                time.sleep(0.2)
+                time.sleep(0.2)   # not polling: a reader's pace; every round is recorded in the history
         finally:
             for c in reader.clients_of.values():
                 c.close()
@@ -329,9 +328,9 @@ def run_sites(stack: SitesStack, directory: Path, settings, binary: Path):
         if settings.faults:
             injected.update(nemesis(stack, history, list(settings.faults), rnd, deadline, settings.every,
                                     rounds=settings.rounds))
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:   # not polling: the workload runs its time
             time.sleep(0.1)
-        time.sleep(0.5)
+        time.sleep(0.5)   # calls after the last fault, so that every group ends on answered calls
     finally:
         for r in local + [cross]:
             r.finish()

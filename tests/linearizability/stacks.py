@@ -38,7 +38,7 @@ from netpeer_dev.process import NetpeerdProcess
 from tests.faults.harness import wait_ovn_matches_store
 from tests.linearizability.history import History, now
 from tests.linearizability.planted import PlantedNetpeerd
-from tests.support import ADMIN_TOKEN, netpeerd_config
+from tests.support import ADMIN_TOKEN, netpeerd_config, wait_until
 
 LEASE_S = 2.0
 
@@ -66,16 +66,12 @@ def _wait_answering(daemons: list[NetpeerdProcess], timeout: float = 60.0) -> No
     """Until every daemon answers with OVN connected."""
     deadline = time.monotonic() + timeout
     for d in daemons:
-        while True:
-            try:
-                with Client(d.endpoint, d.admin_token, timeout=5) as c:
-                    if c.status()["dataplane_connected"]:
-                        break
-            except errors.NetpeerError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{d.endpoint} does not answer with OVN connected: {d.tail(300)}")
-            time.sleep(0.05)
+        def connected(d=d) -> bool:
+            with Client(d.endpoint, d.admin_token, timeout=5) as c:
+                return c.status()["dataplane_connected"]
+        wait_until(connected, max(0.0, deadline - time.monotonic()),
+                   lambda last, d=d: f"{d.endpoint} does not answer with OVN connected: {d.tail(300)}", step=0.05,
+                   ignore=(errors.NetpeerError,))
 
 
 @dataclasses.dataclass
@@ -228,14 +224,8 @@ class ReplicaStack:
         return out
 
     def _wait_leader(self, timeout: float = 120.0) -> int:
-        deadline = time.monotonic() + timeout
-        while True:
-            leaders = self._leaders()
-            if len(leaders) == 1:
-                return leaders[0]
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no single leader among the replicas after {timeout:.0f}s: {leaders}")
-            time.sleep(0.05)
+        return wait_until(self._leaders, timeout, lambda leaders: f"no single leader among the replicas: {leaders}",
+                          step=0.05, until=lambda leaders: len(leaders) == 1)[0]
 
     def inject(self, kind: str, history: History, rnd: random.Random) -> None:
         check_faults(self.name, [kind], self.FAULTS)
@@ -248,7 +238,7 @@ class ReplicaStack:
                 pause = LEASE_S * rnd.uniform(1.5, 2.5)
                 self.paused.add(victim)
                 d.proc.send_signal(signal.SIGSTOP)
-                time.sleep(pause)
+                time.sleep(pause)   # not polling: the pause is the fault
                 # Longer than the lease is not enough on a loaded machine: until another replica leads.
                 took_over = self._wait_leader()
                 d.proc.send_signal(signal.SIGCONT)
@@ -257,14 +247,14 @@ class ReplicaStack:
                                 f"{LEASE_S:.0f}s; r{took_over + 1} led meanwhile)")
                 return
             d.kill9()
-            time.sleep(rnd.uniform(0.0, LEASE_S))
+            time.sleep(rnd.uniform(0.0, LEASE_S))   # not polling: the replica stays dead a while
             d.spawn()
             d.wait_ready()
             history.nemesis(kind, target, start, now(), "kill -9, then started again")
         elif kind == "restart-postgres":
             start = now()
             self.pg.kill(signal.SIGQUIT)      # immediate shutdown: a crash, recovered from the WAL
-            time.sleep(rnd.uniform(0.2, 1.0))
+            time.sleep(rnd.uniform(0.2, 1.0))   # not polling: the store stays down a while
             self.pg.start()
             history.nemesis(kind, "postgresql", start, now(), "immediate shutdown, then started again")
         else:
@@ -332,7 +322,7 @@ def nemesis(stack, history: History, kinds: list[str], rnd: random.Random, deadl
         complete = sum(done.values()) >= rounds * len(kinds)
         if complete and time.monotonic() + wait + quiet_end > deadline:
             return done
-        time.sleep(wait)
+        time.sleep(wait)   # not polling: the time between two faults
         if not order:
             order = rnd.sample(kinds, len(kinds))
         kind = order.pop()

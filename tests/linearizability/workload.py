@@ -306,7 +306,7 @@ def run_for(run: Run, seconds: float, during: Callable[[float], None] | None = N
     try:
         if during is not None:
             during(deadline)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:   # not polling: the workload runs its time
             time.sleep(0.1)
         time.sleep(0.5)   # calls after the last fault, so that every group ends on answered calls
     finally:

@@ -162,6 +162,7 @@ def policy_flows(ovn: OvnDaemons, ident: str) -> PolicyFlows:
 def wait_count(read, at_least: int, timeout: float = 15.0) -> int:
     """OpenFlow statistics of the userspace datapath are pushed up by the
     revalidators about twice a second: poll until ``read()`` >= at_least."""
+    # Not wait_until: the count is returned even when short, for the caller's message.
     deadline = time.monotonic() + timeout
     value = read()
     while value < at_least and time.monotonic() < deadline:

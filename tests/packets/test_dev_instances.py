@@ -140,7 +140,7 @@ def test_dev_instances(dev: dict) -> None:
     assert not nsx.ping(vm_a["netns"], "10.51.2.10", count=1, timeout=0.5)
 
     # netpeerd's sweep (every 1s here) leaves the instance ports alone.
-    time.sleep(2.5)
+    time.sleep(2.5)   # not polling: at least two sweeps pass, and they must leave the instance ports alone
     server = json.loads(netpeer("status", "-o", "json", env=dev).stdout)
     assert server["sweeps"] >= 2 and server["sweep_totals"]["repaired_rows"] == 0, server
     ports_after = subprocess.run(["ovn-nbctl", f"--db={nb}", "--bare", "--columns=name", "find",

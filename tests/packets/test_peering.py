@@ -19,6 +19,7 @@ from netpeer_dev import netns as nsx
 from netpeer.ovn import names
 
 from tests.packets.helpers import World, add_secondary, arrives, policy_flows, policy_uuid, reach, trace, wait_count, wait_reach
+from tests.support import wait_until
 
 pytestmark = pytest.mark.chassis
 
@@ -282,20 +283,15 @@ def test_programmed_means_traffic_flows(world: World, record_property) -> None:
                 bound = world.consent("team-b", "net-b", "to-a", "team-a/net-a")
                 assert (bound["phase"], bound["dataplane"]) == ("Bound", "Programming")
                 if paused:
-                    time.sleep(1.0)
+                    time.sleep(1.0)   # not polling: it must still be Programming a second later
                     still = world.tenant("team-a").get_peering("team-a", "net-a", "to-b")
                     assert still["dataplane"] == "Programming", "Programmed while no chassis applied it"
                     assert not reach(vm_a, target, count=1, timeout=0.3)
             finally:
                 if paused:
                     os.kill(controller, signal.SIGCONT)
-            deadline = time.monotonic() + 30
-            while True:
-                mine = world.tenant("team-a").get_peering("team-a", "net-a", "to-b")
-                if mine["dataplane"] == "Programmed":
-                    break
-                assert time.monotonic() < deadline, "never Programmed"
-                time.sleep(0.005)
+            mine = wait_until(lambda: world.tenant("team-a").get_peering("team-a", "net-a", "to-b"), 30,
+                              "never Programmed", step=0.005, until=lambda p: p["dataplane"] == "Programmed")
             assert reach(vm_a, target, count=1, timeout=1.0), "the first ping after Programmed got no answer"
             first = pinger.first_reply(timeout=5)
         finally:

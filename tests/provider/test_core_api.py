@@ -113,6 +113,8 @@ def test_lifecycle_import_and_gone(api):
     assert network.read(a, net.id, out) is None
 
 
+@pytest.mark.message_text("the exact lines, netpeerd's words included; test_scrambled.py checks the same "
+                          "refusals by field and value")
 def test_errors_are_typed_one_liners(api):
     a = api.session("team-a")
     network.create(a, NET_A)
@@ -284,7 +286,7 @@ def test_deleting_a_network_waits_a_little_for_its_peerings_to_go(api):
     net = network.create(a, {"name": "net-a", "subnets": ["10.1.0.0/24"]})
     c.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
     t = FakeTime()
-    with pytest.raises(core.ServiceError, match=r"^deleting network namespaces/team-a/networks/net-a: network "
-                                                r"team-a/net-a is in use by 1 peering\(s\): to-b"):
+    with pytest.raises(core.ServiceError, match=r"^deleting network namespaces/team-a/networks/net-a: ") as info:
         network.delete(a, net.id, net.outputs, in_use_wait=3, sleep=t.sleep, clock=t.clock)
+    assert info.value.kind == "FailedPrecondition" and "network" in str(info.value) and "net-a" in str(info.value)
     assert t.now == 3.0

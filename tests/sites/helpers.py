@@ -30,6 +30,7 @@ from netpeer_dev.instances import Instance
 from netpeer_dev.multisite import MultiSiteStack
 from netpeer_dev.sites import Sites
 from netpeer_dev.wireguard import WireGuardError, find_wireguard_go
+from tests.support import wait_until
 
 TOOLS = ("ovsdb-server", "ovsdb-tool", "ovn-northd", "ovn-nbctl", "ovn-sbctl", "ovs-vswitchd", "ovs-vsctl",
          "ovs-ofctl", "ovn-controller", "ovn-ic", "ovn-ic-nbctl", "ovn-ic-sbctl", "ip", "ping")
@@ -162,15 +163,10 @@ class World:
     def wait_phase(self, site: str, namespace: str, network: str, name: str, phase: str,
                    reason: str | None = None, timeout: float = 15.0) -> dict:
         """Poll the peering until it is ``phase`` (and ``reason``); it, or fail naming what it is."""
-        deadline = time.monotonic() + timeout
-        while True:
-            p = self.peering(site, namespace, network, name)
-            if p["phase"] == phase and (reason is None or p.get("reason") == reason):
-                return p
-            if time.monotonic() > deadline:
-                pytest.fail(f"{site}:{namespace}/{network}/{name} is {p['phase']} ({p.get('reason')}) after "
-                            f"{timeout:.0f} s, expected {phase} ({reason})")
-            time.sleep(0.05)
+        return wait_until(lambda: self.peering(site, namespace, network, name), timeout,
+                          lambda p: f"{site}:{namespace}/{network}/{name} is {p['phase']} ({p.get('reason')}), "
+                                    f"expected {phase} ({reason})", step=0.05,
+                          until=lambda p: p["phase"] == phase and (reason is None or p.get("reason") == reason))
 
     def vm(self, site: str, network: dict, name: str, ips: list[str] | None = None) -> Instance:
         """An instance of ``network`` on ``site``'s instance chassis."""

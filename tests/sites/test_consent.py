@@ -14,6 +14,7 @@ import pytest
 
 from netpeer_dev.multisite import MultiSiteStack
 from tests.sites.helpers import World
+from tests.support import wait_until
 
 
 def test_overlap_across_sites_fails_on_both_sides_naming_the_prefixes(world: World) -> None:
@@ -72,7 +73,7 @@ def test_partition_keeps_each_site_working_and_heals(world: World, multi: MultiS
         world.wait_phase("east", "pt-a", "net", "to-c", "Bound", timeout=10)
         world.consent("east", "pt-a", "net", "to-b", "west:pt-b/net")
         world.wait_phase("east", "pt-a", "net", "to-b", "Pending", "RemoteSiteUnreachable", timeout=30)
-        time.sleep(3)   # several sweeps: still Pending, still the same reason
+        time.sleep(3)   # not polling: several sweeps pass, and the half must stay Pending, with the same reason
         p = world.peering("east", "pt-a", "net", "to-b")
         assert (p["phase"], p["reason"]) == ("Pending", "RemoteSiteUnreachable"), p
         assert "10.81" not in json.dumps(p), p      # nothing of the remote network is revealed
@@ -102,10 +103,8 @@ def test_cli_cross_site_peering_and_bad_input(world: World, multi: MultiSiteStac
     assert ok.returncode == 0, ok.stderr
     world.wait_phase("east", "cli-a", "net-a", "to-b", "Bound")
     # Once Programmed, nothing changes the half by itself (the chassis' acknowledgement stamps it once).
-    deadline = time.monotonic() + 30
-    while world.peering("east", "cli-a", "net-a", "to-b")["dataplane"] != "Programmed":
-        assert time.monotonic() < deadline, "never Programmed"
-        time.sleep(0.05)
+    wait_until(lambda: world.peering("east", "cli-a", "net-a", "to-b")["dataplane"] == "Programmed", 30,
+               "never Programmed", step=0.05)
     before = world.client("east", "cli-a").list_peerings("cli-a", "net-a")
     for remote, value in (("nosuch:cli-b/net-b", "nosuch"), ("West:cli-b/net-b", "West"),
                           ("east:cli-a/net-a", "east")):

@@ -24,6 +24,7 @@ from netpeer_dev.instances import Instance
 from netpeer_dev.multisite import MultiSiteStack
 from tests.packets.helpers import add_secondary, arrives, reach, wait_count
 from tests.sites.helpers import World, drop_packets
+from tests.support import wait_until
 
 pytestmark = pytest.mark.chassis
 
@@ -241,7 +242,7 @@ def test_wan_carries_only_wireguard(topo: Topo, multi: MultiSiteStack, measureme
 
     def capture_during_pings() -> dict[str, int]:
         cap = sites.start_capture(8.0)
-        time.sleep(0.3)
+        time.sleep(0.3)   # not polling: the capture starts listening
         assert nsx.ping(vm["a"].netns, vm["b"].address(4), count=20, timeout=1)
         assert nsx.ping(vm["b"].netns, vm["a"].address(6), count=10, timeout=1)
         out, err = cap.communicate(timeout=30)
@@ -279,8 +280,8 @@ def test_time_to_traffic_across_and_within_sites(topo: Topo, measurements) -> No
     for _ in range(int(__import__("os").environ.get("NETPEER_SITES_CYCLES", "5"))):
         topo.withdraw("b", "a")
         topo.wait("a", "b", "Pending", "RemoteWithdrawn")
-        while reach(vm["a"], vm["b"].address(4), count=1, timeout=0.2):
-            time.sleep(0.05)
+        wait_until(lambda: not reach(vm["a"], vm["b"].address(4), count=1, timeout=0.2), 30,
+                   "A still reaches B after B withdrew", step=0.05)
         t0 = time.monotonic()
         topo.consent("b", "a")
         cross.append(_first_ping(vm["b"], vm["a"].address(4), t0))
@@ -290,8 +291,8 @@ def test_time_to_traffic_across_and_within_sites(topo: Topo, measurements) -> No
         topo.consent("e", "a")
         within.append(_first_ping(vm["e"], vm["a"].address(4), t0))
         topo.unbind("a", "e")
-        while reach(vm["e"], vm["a"].address(4), count=1, timeout=0.2):
-            time.sleep(0.05)
+        wait_until(lambda: not reach(vm["e"], vm["a"].address(4), count=1, timeout=0.2), 30,
+                   "E still reaches A after the unbind", step=0.05)
 
     def figures(xs):
         xs = sorted(xs)

@@ -16,6 +16,7 @@ import pytest
 from netpeer_dev.multisite import MultiSiteStack
 from tests.packets.helpers import reach, wait_reach
 from tests.sites.helpers import Pinger, World, longest_gap
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.chassis, pytest.mark.slow]
 HA = True
@@ -30,13 +31,9 @@ def _states(multi: MultiSiteStack, site: str) -> dict[str, str]:
 
 def _wait_state(multi: MultiSiteStack, site: str, chassis: str, state: str, timeout: float = 20.0) -> float:
     t0 = time.monotonic()
-    while True:
-        states = _states(multi, site)
-        if states.get(chassis) == state:
-            return time.monotonic() - t0
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"{chassis} not {state} after {timeout} s: {states}")
-        time.sleep(0.05)
+    wait_until(lambda: _states(multi, site), timeout, lambda states: f"{chassis} not {state}: {states}", step=0.05,
+               until=lambda states: states.get(chassis) == state)
+    return time.monotonic() - t0
 
 
 def test_failover_and_failback(multi: MultiSiteStack, world: World, measurements) -> None:
@@ -62,14 +59,14 @@ def test_failover_and_failback(multi: MultiSiteStack, world: World, measurements
         pid = gw1.pid("ovs-vswitchd")
         assert pid is not None
         pinger = Pinger(va, vb.address(4))
-        time.sleep(0.5)
+        time.sleep(0.5)   # not polling: the pinger's first answers, before the fault
         t_kill = time.time()
         os.kill(pid, signal.SIGKILL)
         takeovers.append(_wait_state(multi, site, f"{site}-gw2", "active"))
         # Traffic must resume; how soon is a figure (the outage), not a limit
         # on how fast the machine is: wait for it, the pinger still running.
         wait_reach(va, vb.address(4), timeout=RESUME_S)
-        time.sleep(1.5)
+        time.sleep(1.5)   # not polling: traffic goes on a while, for the pinger's gap to be whole
         replies = pinger.stop()
         assert replies and replies[-1][0] > t_kill + 1.0, f"kill {i} ({site}): no traffic after the failover"
         gap, lost = longest_gap(replies, after=t_kill)
@@ -77,12 +74,12 @@ def test_failover_and_failback(multi: MultiSiteStack, world: World, measurements
         assert _states(multi, site)[f"{site}-gw1"] == "down"
 
         pinger = Pinger(va, vb.address(4))
-        time.sleep(0.5)
+        time.sleep(0.5)   # not polling: the pinger's first answers, before the fault
         t_start = time.time()
         gw1.start(timeout=60)
         _wait_state(multi, site, f"{site}-gw1", "active", timeout=30)
         wait_reach(va, vb.address(4), timeout=RESUME_S)
-        time.sleep(1.5)
+        time.sleep(1.5)   # not polling: traffic goes on a while, for the pinger's gap to be whole
         replies = pinger.stop()
         assert replies and replies[-1][0] > t_start + 1.0, f"restart {i} ({site}): no traffic after the fail-back"
         failbacks.append(longest_gap(replies, after=t_start)[0])

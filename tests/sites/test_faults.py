@@ -40,6 +40,7 @@ from tests.faults.harness import actual_ids, diff_ovn, summary
 from tests.sites.conftest import SWEEP
 from tests.sitecheck import link_problems
 from tests.sites.helpers import World
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -94,13 +95,10 @@ def _phases_match(world: World, model: dict[tuple[str, int], bool]) -> list[str]
 
 def _converge(world: World, model, timeout: float = 20.0) -> float:
     t0 = time.monotonic()
-    while True:
-        problems = _phases_match(world, model)
-        if not problems:
-            return time.monotonic() - t0
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"not converged {timeout:.0f} s after the restart: {problems[:6]}")
-        time.sleep(0.1)
+    wait_until(lambda: _phases_match(world, model), timeout,
+               lambda problems: f"not converged after the restart: {problems[:6]}", step=0.1,
+               until=lambda problems: not problems)
+    return time.monotonic() - t0
 
 
 def test_kill9_either_side_during_cross_site_consent(multi: MultiSiteStack, world: World, measurements) -> None:
@@ -132,7 +130,7 @@ def test_kill9_either_side_during_cross_site_consent(multi: MultiSiteStack, worl
             worker = threading.Thread(target=call, daemon=True)
             worker.start()
             if victim is not None:
-                time.sleep(rnd.uniform(0, 0.05))
+                time.sleep(rnd.uniform(0, 0.05))   # not polling: the restart lands at a random moment of the call
                 multi.stacks[victim].netpeerd().kill9()
                 t_kill = time.monotonic()
             worker.join(60)
@@ -182,14 +180,9 @@ def test_kill9_either_side_during_cross_site_consent(multi: MultiSiteStack, worl
 def _wait_links_agree(stores, when: str, timeout: float = 15.0) -> None:
     """Until both sides' outboxes and mirrors equal the reference (an
     exchange may still be on its way when the phases already agree)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        problems = link_problems(stores)
-        if not problems:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{when}: the sites' links disagree: {problems[:4]}")
-        time.sleep(0.1)
+    wait_until(lambda: link_problems(stores), timeout,
+               lambda problems: f"{when}: the sites' links disagree: {problems[:4]}", step=0.1,
+               until=lambda problems: not problems)
 
 
 def _wait_ovn_matches_store(multi: MultiSiteStack, site: str, store, backend, timeout: float = 15.0) -> float:
@@ -198,16 +191,13 @@ def _wait_ovn_matches_store(multi: MultiSiteStack, site: str, store, backend, ti
     included (``tests.faults.harness`` knows a single site only)."""
     config = multi.stacks[site].config(SWEEP)
     context = _site_context(config)
-    start = time.monotonic()
-    while True:
+    def problems() -> list[str]:
         with store.read() as tx:
             states = desired_states(tx, [n.uid for n in iter_all_networks(tx)])
         want = collections.Counter(row.ident for state in states.values() if state is not None
                                    for row in desired_rows(config.owner, state, context))
-        problems = diff_ovn(want, actual_ids(backend)) if backend.connected else ["checker not connected"]
-        if not problems:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"{site}: OVN does not match the store after {timeout:.0f}s: "
-                                 f"{len(problems)} problem(s): {problems[:10]}")
-        time.sleep(0.05)
+        return diff_ovn(want, actual_ids(backend)) if backend.connected else ["checker not connected"]
+    start = time.monotonic()
+    wait_until(problems, timeout, lambda found: f"{site}: OVN does not match the store: {len(found)} problem(s): "
+               f"{found[:10]}", step=0.05, until=lambda found: not found)
+    return time.monotonic() - start

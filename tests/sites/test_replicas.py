@@ -28,6 +28,7 @@ from netpeer_dev.multisite import LEASE, MultiSiteStack
 from tests.packets.helpers import reach
 from tests.sitecheck import link_problems
 from tests.sites.helpers import Pinger, World, all_pids, longest_gap
+from tests.support import wait_until
 
 pytestmark = pytest.mark.chassis
 
@@ -54,13 +55,7 @@ def replicas(multi: MultiSiteStack, site: str) -> dict[str, dict]:
 
 
 def wait_for(what: str, check, timeout: float):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
-        time.sleep(0.1)
+    return wait_until(check, timeout, what, step=0.1)
 
 
 def settled(src, address: str) -> None:
@@ -149,10 +144,9 @@ def test_a_sites_leader_replica_killed_its_exchanges_go_on(multi: MultiSiteStack
     assert (back[leader]["role"], back[survivor]["role"]) == ("replica", "leader"), back
     stores = {site: open_store(multi.stacks[site].config(replica=1).store, upgrade=False) for site in ("east", "west")}
     try:
-        deadline = time.monotonic() + 15   # an exchange may still be on its way
-        while problems := link_problems(stores):
-            assert time.monotonic() < deadline, f"the sites' links disagree: {problems[:4]}"
-            time.sleep(0.1)
+        wait_until(lambda: link_problems(stores), 15,   # an exchange may still be on its way
+                   lambda problems: f"the sites' links disagree: {problems[:4]}", step=0.1,
+                   until=lambda problems: not problems)
         agreed = time.monotonic() - restarted
     finally:
         for store in stores.values():

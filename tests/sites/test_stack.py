@@ -156,7 +156,7 @@ def test_site_link_crosses_the_wan_only_inside_wireguard(measurements) -> None:
     link = sites.link_socket("east", "west")
     try:
         cap = sites.start_capture(3.0)
-        time.sleep(0.3)
+        time.sleep(0.3)   # not polling: the capture starts listening
         for _ in range(5):
             assert _ask(link, b"hello") == b"HELLO"
         tunnel = json.loads(cap.communicate(timeout=30)[0])
@@ -166,7 +166,7 @@ def test_site_link_crosses_the_wan_only_inside_wireguard(measurements) -> None:
         sites.set_tunnel_bypass(True)
         try:
             cap = sites.start_capture(3.0)
-            time.sleep(0.3)
+            time.sleep(0.3)   # not polling: the capture starts listening
             for _ in range(5):
                 assert _ask(link, b"hello") == b"HELLO"
             clear = json.loads(cap.communicate(timeout=30)[0])

@@ -153,7 +153,7 @@ class Sweeper(threading.Thread):
             self.sweeps += 1
             self.repaired += rep.repaired_rows
             self.errors += rep.errors
-            time.sleep(0.01)
+            time.sleep(0.01)   # not polling: sweeps back to back, with a breath between
 
 
 def test_concurrent_clients_agree_with_the_model(recorded):

@@ -19,7 +19,7 @@ from netpeer.config import Config
 from netpeer.daemon import Daemon
 from netpeer.ovn import names
 from netpeer.ovn.backend import COLUMNS
-from tests.support import ADMIN_TOKEN
+from tests.support import ADMIN_TOKEN, wait_until
 from tests.trust import report
 from tests.trust.rpc import NB_TABLES
 
@@ -82,13 +82,11 @@ def nb_state(ovn) -> tuple[frozenset, dict]:
     return state, theirs
 
 
-def wait_for(predicate, timeout):
+def wait_for(predicate, timeout: float, what: str) -> float:
+    """``wait_until``, and how long it took (s)."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if predicate():
-            return time.monotonic() - t0
-        time.sleep(0.02)
-    return None
+    wait_until(predicate, timeout, what)
+    return time.monotonic() - t0
 
 
 @pytest.fixture
@@ -101,15 +99,10 @@ def daemon(ovn, state_dir):
     client = Client(config.listen, ADMIN_TOKEN, timeout=30)
     try:
         # The OVN connection is made in the background: the first write waits for it.
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.create_network("a", "net-a", ["10.1.0.0/24", "fd00:a::/64"],
-                                      routes=["10.11.0.0/16 via 10.1.0.5"])
-                break
-            except errors.Unavailable:
-                assert time.monotonic() < deadline, "netpeerd never reached OVN"
-                time.sleep(0.1)
+        wait_until(lambda: client.create_network("a", "net-a", ["10.1.0.0/24", "fd00:a::/64"],
+                                                 routes=["10.11.0.0/16 via 10.1.0.5"]), 30,
+                   lambda last: f"netpeerd never reached OVN: {last}", step=0.1,
+                   until=lambda answer: not isinstance(answer, errors.Unavailable), ignore=(errors.Unavailable,))
         yield client
     finally:
         client.close()
@@ -139,7 +132,7 @@ def test_drift_is_repaired_and_foreign_rows_are_left_alone(ovn, daemon):
               "nexthop=10.1.0.253", "external_ids:netpeer\\:owner=someone-else",
               "external_ids:netpeer\\:kind=route", f"external_ids:netpeer\\:network={a}",
               f"external_ids:netpeer\\:id=route/{a}/x", "--", "add", "Logical_Router", lr_a, "static_routes", "@r")
-    assert wait_for(lambda: False, 2.5) is None  # a few sweeps: all of it stays
+    time.sleep(2.5)   # not polling: a few sweeps pass, and all of it must stay
     good, foreign = nb_state(ovn)
     assert len(foreign) == 7, foreign  # 3 roots, a route, a policy, a switch port, a route of "someone-else"
 
@@ -205,8 +198,8 @@ def test_drift_is_repaired_and_foreign_rows_are_left_alone(ovn, daemon):
         ovn.nbctl(*cmd)
         drifted, _ = nb_state(ovn)
         assert drifted != good, f"{label}: the drift did not change anything"
-        took = wait_for(lambda: nb_state(ovn)[0] == restored_target(label, good, foreign), LIMIT + 7)
-        assert took is not None, f"{label}: not restored within {LIMIT + 7}s"
+        took = wait_for(lambda: nb_state(ovn)[0] == restored_target(label, good, foreign), LIMIT + 7,
+                        f"{label}: not restored")
         assert took <= LIMIT, f"{label}: restored after {took:.2f}s (sweep interval {SWEEP.total_seconds()}s)"
         times[label] = took
         if label == "several at once":
@@ -219,7 +212,7 @@ def test_drift_is_repaired_and_foreign_rows_are_left_alone(ovn, daemon):
                       "external_ids:netpeer\\:kind=route", f"external_ids:netpeer\\:network={a}",
                       f"external_ids:netpeer\\:id=route/{a}/x", "--", "add", "Logical_Router", lr_a,
                       "static_routes", "@r")
-            assert wait_for(lambda: nb_state(ovn)[0] == good, 30) is not None
+            wait_for(lambda: nb_state(ovn)[0] == good, 30, f"{label}: not restored")
             _, theirs = nb_state(ovn)
             assert theirs.keys() == foreign.keys()
             foreign = theirs
@@ -277,8 +270,8 @@ def test_renamed_or_untagged_rows_are_repaired(netpeerd, drift):
     backend, table, row = netpeerd.backend, cmd[1], cmd[2]
     seen = wait_for(lambda: not any(r["name"] == row for r in backend._conn.replica.tables[table].values())
                     if cmd[0] == "set" else
-                    all("netpeer:id" in r for r in netpeerd.owned_rows()[table]) is False, 10)
-    assert seen is not None
+                    all("netpeer:id" in r for r in netpeerd.owned_rows()[table]) is False, 10,
+                    "netpeerd's replica did not see the edit")
     for _ in range(3):
         assert netpeerd.service.repair().errors == 0
     check = Checker(netpeerd)

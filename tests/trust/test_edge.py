@@ -151,7 +151,7 @@ def test_big_invalid_requests_leave_memory_as_it_was(ovn, state_dir, request):
                 return raw_call(ch, path, data, shape, metadata)
             for i in range(36):                    # every kind a few times: gRPC and the allocator warm
                 one(i)
-            time.sleep(1)
+            time.sleep(1)   # not polling: what the calls left behind is freed before the size is read
             before = rss_mib(pid)
             started = time.monotonic()
             with cf.ThreadPoolExecutor(workers) as pool:
@@ -161,7 +161,7 @@ def test_big_invalid_requests_leave_memory_as_it_was(ovn, state_dir, request):
                     if peak - before > give_up:    # held, not freed: no need to fill the machine
                         break
             seconds = time.monotonic() - started
-            time.sleep(1)
+            time.sleep(1)   # not polling: what the calls left behind is freed before the size is read
             after = rss_mib(pid)
             ok = raw_call(ch, "/netpeer.v1.TokenService/GetCaller", b"", metadata=metadata)
         log = process.log.read_text(errors="replace")

@@ -126,7 +126,7 @@ def test_idle_streams_and_a_frozen_nb_do_not_slow_other_tenants(ovn, state_dir):
                     writers = [threading.Thread(target=write, args=(i,)) for i in range(BLOCKED_WRITERS)]
                     for t in writers:
                         t.start()
-                    time.sleep(1.0)
+                    time.sleep(1.0)   # not polling: the writers must still be blocked a second later
                     assert not results, f"the writers were not blocked by the frozen NB: {results}"
                     during = timed_reads(reader)
                 finally:
@@ -349,7 +349,7 @@ def test_idle_watchers_cost_little_and_slow_nothing(ovn, state_dir):
         timed_reads(reader, 30)
         before, rss_before = timed_reads(reader), _rss_kib(daemon.pid)
         with IdleWatchers(daemon.endpoint, watcher_tokens, IDLE_STREAMS):
-            time.sleep(1)
+            time.sleep(1)   # not polling: the streams settle before the size is read
             rss_during = _rss_kib(daemon.pid)
             during = timed_reads(reader)
             t0 = time.perf_counter()

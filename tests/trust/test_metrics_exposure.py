@@ -148,7 +148,7 @@ def test_scrapes_and_idle_connections_leak_nothing_and_slow_no_tenant(ovn, state
         before = timed_reads(reader)
 
         idle = idle_connections(port, IDLE)
-        time.sleep(0.5)
+        time.sleep(0.5)   # not polling: the idle connections settle before the usage is read
         with_idle = peak = usage(pid)
         load = Scrapers(port, SCRAPES)
         during: list[float] = []

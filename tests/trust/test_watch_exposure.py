@@ -29,7 +29,7 @@ import pytest
 from netpeer.api.client import Client
 from netpeer.v1 import netpeer_pb2 as pb
 from netpeer.v1 import netpeer_pb2_grpc as pb_grpc
-from tests.support import ADMIN_TOKEN, ROOT, netpeerd_process
+from tests.support import ADMIN_TOKEN, ROOT, netpeerd_process, wait_until
 from tests.trust import report
 
 MIB = 1024 * 1024
@@ -106,7 +106,7 @@ def test_invalid_watch_parents_keep_nothing(ovn, state_dir, size, code, starts):
             # allocator's arenas of its threads) reaches its size; it does
             # not grow with the number of calls (5,000 measured).
             list(pool.map(call, range(WARM_UP)))
-            time.sleep(0.5)
+            time.sleep(0.5)   # not polling: what the calls left behind is freed before the size is read
             before = rss(daemon.pid)
             grown, done, t0 = 0, 0, time.monotonic()
             while done < FLOOD_CALLS and grown <= 4 * RSS_BOUND:
@@ -114,7 +114,7 @@ def test_invalid_watch_parents_keep_nothing(ovn, state_dir, size, code, starts):
                 done += 50
                 grown = rss(daemon.pid) - before
         seconds = time.monotonic() - t0
-        time.sleep(1.0)
+        time.sleep(1.0)   # not polling: what the calls left behind is freed before the size is read
         after = rss(daemon.pid)
         channel.close()
     finally:
@@ -169,13 +169,14 @@ class Crowd:
     def wait_events(self, count: int, timeout: float = 300) -> float:
         """Waits until every watcher got ``count`` events since the mark; how long it took."""
         t0 = time.monotonic()
-        while True:
-            got = self.ask(report=1)
-            assert got["alive"] == self.count, got
-            if got["min_events"] >= count:
-                return time.monotonic() - t0
-            assert time.monotonic() - t0 < timeout, f"the watchers did not all get {count} events: {got}"
-            time.sleep(0.02)
+
+        def got() -> dict:
+            answer = self.ask(report=1)
+            assert answer["alive"] == self.count, answer
+            return answer
+        wait_until(got, timeout, lambda last: f"the watchers did not all get {count} events: {last}",
+                   until=lambda answer: answer["min_events"] >= count)
+        return time.monotonic() - t0
 
     def close(self) -> None:
         try:
@@ -192,7 +193,7 @@ def cpu_per_write(pid: int, writer: Client, crowd: Crowd | None, writes: int) ->
     (each write waits until every watcher got its event), and the longest
     time a write's event took to reach them all."""
     c0, t0 = cpu_seconds(pid), time.monotonic()
-    time.sleep(2.0)
+    time.sleep(2.0)   # not polling: the idle rate is measured over this time
     idle = (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
     if crowd is not None:
         crowd.mark()

@@ -283,7 +283,7 @@ def attached(svc, uid):
 
 def test_slots_on_a_link_are_counted_per_namespace(fed):
     east = fed["east"]
-    east.quotas = Quotas(site_attachments_per_namespace=2)
+    east.quotas = east.sites.quotas = Quotas(site_attachments_per_namespace=2)
     a = tenant("a")
     nets = [east.create_network(a, "a", f"n{i}", [f"10.{i}.0.0/24"]).network for i in range(3)]
     east.create_peering(a, "a", "n0", "p1", "b", "x1", remote_site="west")
