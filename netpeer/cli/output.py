@@ -67,10 +67,15 @@ def peering_detail(p: dict) -> str:
     return "\n".join(f"{k + ':':<{width + 1}} {'' if p.get(k) is None else p.get(k)}" for k in keys)
 
 
+def _site_prefixed(site: str | None, where: str) -> str:
+    return f"{site}:{where}" if site else where
+
+
 def requests_table(items: list[dict]) -> str:
     """The requests to a namespace's networks (``netpeer peering requests``)."""
     return table(["NETWORK", "REQUEST", "FROM", "PREFIXES", "CREATED", "EXPIRES"],
-                 [[r["network"], r["id"], f"{r['requester_namespace']}/{r['requester_network']}",
+                 [[r["network"], r["id"], _site_prefixed(r.get("requester_site"),
+                                                         f"{r['requester_namespace']}/{r['requester_network']}"),
                    "\n".join(r["prefixes"]), r["create_time"], r["expires_at"] or ""] for r in items])
 
 

@@ -122,6 +122,7 @@ class SiteMirrorSql:
         this site told it."""
         self.mirror_clear(site)
         self.outbox_forget(site)
+        self._q("DELETE FROM remote_request_dismissals WHERE site=?", (site,))
 
     def mirrored_sites(self) -> list[str]:
         return [r[0] for r in self._q("SELECT DISTINCT site FROM remote_halves UNION "
