@@ -28,7 +28,7 @@ import uuid
 from typing import Callable, Iterable
 
 from netpeer.core import consent, sides, validate
-from netpeer.core.models import NetworkKey, Peering, PeeringKey
+from netpeer.core.models import NetworkKey, Peering, PeeringKey, Phase
 from netpeer.core.sides import Delta, Digest, Item, ItemKey, LinkState, Sync, ToldHalf, ToldNetwork
 from netpeer.errors import InvalidArgument
 from netpeer.store.base import Transaction
@@ -214,7 +214,7 @@ def _apply_full(tx: Transaction, site: str, here: str, d: Delta, out: Applied) -
     if len(d.items) > MAX_ITEMS:
         raise InvalidArgument.for_field("delta.items", len(d.items), f"more than {MAX_ITEMS} in one message")
     before = {p.key: p for p in tx.mirror_of(site)[1]}
-    requests = {k: p for k, p in before.items() if tx.remote_request_standing(p)}
+    requests = tx.remote_requests_of(site)
     for h in before.values():
         out.keys |= _ours_naming(tx, h.remote_key, h.network_key)
     for n, _ in tx.mirror_of(site)[0]:
@@ -277,8 +277,13 @@ def _apply_items(tx: Transaction, site: str, here: str, items, out: Applied,
                                             f"is not a network site {site} told")
     out.link = dataclasses.replace(out.link, mirror=mirror)
     out.changed = out.changed or bool(items)
-    for pkey, then in was.items():   # the inbox's events: a request from that site came or went
-        tx.remote_request_moved(then, pkey)
+    # The inbox's events: a request from that site came or went. A half that
+    # was no request and is told not Pending stays none: no statement for it.
+    told = {PeeringKey(k.namespace, k.network, k.name, site): i for k, i in items if k.kind == "h"}
+    for pkey, then in was.items():
+        item = told.get(pkey)
+        if then is not None or item is None or item.phase == Phase.PENDING:
+            tx.remote_request_moved(then, pkey)
 
 
 def _ours_naming(tx: Transaction, ours: NetworkKey, theirs: NetworkKey) -> set[PeeringKey]:

@@ -77,6 +77,9 @@ class Transaction(abc.ABC):
     def remote_request_standing(self, half: Peering | None) -> bool:
         """Whether another site's half ``half`` is a request listed here."""
     @abc.abstractmethod
+    def remote_requests_of(self, site: str) -> dict[PeeringKey, Peering]:
+        """The requests ``site``'s halves stand as here, by half."""
+    @abc.abstractmethod
     def remote_request_moved(self, was: Peering | None, key: PeeringKey) -> None:
         """Records the Watch event of another site's half ``key`` after the
         exchange changed it (``was``: its request as it stood before, if it did)."""

@@ -160,12 +160,19 @@ class RequestsSql:
         """Whether another site's half ``half`` (as the mirror holds it) is a
         request listed here: Pending, not answered by a half of the network
         it names, not dismissed."""
-        if half is None or not half.site:
-            return False
+        if half is None or not half.site or half.phase != Phase.PENDING:
+            return False   # no statement: most halves the exchange brings are Bound
         row = self._one(f"SELECT {_ANSWERED}, {_REMOTE_DISMISSED} FROM remote_halves h WHERE h.site=? "
                         "AND h.namespace=? AND h.network=? AND h.name=?",
                         (half.site, half.namespace, half.network, half.name))
         return row is not None and is_remote_request(half, bool(row[0]) or bool(row[1]))
+
+    def remote_requests_of(self, site: str) -> dict[PeeringKey, Peering]:
+        """The requests ``site``'s halves stand as here, in one statement
+        (before a full copy replaces the mirror)."""
+        rows = self._q(f"SELECT {_H_COLS} FROM remote_halves h WHERE h.site=? AND h.phase=? AND NOT {_ANSWERED} "
+                       f"AND NOT {_REMOTE_DISMISSED}", (site, Phase.PENDING.value))
+        return {p.key: p for p in map(remote_half, rows)}
 
     def remote_request_moved(self, was: Peering | None, key: PeeringKey) -> None:
         """Records the Watch event of another site's half ``key`` whose

@@ -9,9 +9,11 @@ from __future__ import annotations
 import pytest
 
 from netpeer import errors
-from netpeer.core.models import Caller, Phase
+from netpeer.core.models import Caller, Phase, Quotas
 from netpeer.reasons import Reason as Why
-
+from netpeer.service import Service, Settings
+from netpeer.service.memory import MemoryDataplane
+from tests.pgsupport import make_store
 from tests.unit.test_site_changes import Link
 
 ADMIN = Caller("admin", frozenset(), True)
@@ -19,9 +21,26 @@ EAST_B = Caller("b", frozenset({"team-b"}), False)
 EAST_A = Caller("a", frozenset({"team-a"}), False)
 
 
-@pytest.fixture
-def link(tmp_path):
-    f = Link(tmp_path)
+class Stores(Link):
+    """The Link of test_site_changes on either store."""
+
+    def __init__(self, tmp_path, kind, cluster):
+        self.kind, self.cluster = kind, cluster
+        super().__init__(tmp_path)
+
+    def open(self, name: str, store_path=None) -> Service:
+        (self.tmp / name).mkdir(exist_ok=True)
+        svc = Service(make_store(self.kind, self.tmp / name, self.cluster), MemoryDataplane(),
+                      Settings(quotas=Quotas(networks_per_namespace=100, pending_peerings_per_namespace=100)))
+        svc.link_sites(name, {o: 1000 for o in self.names if o != name}, transport=self._transport(name))
+        svc.sites.prepare()
+        return svc
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def link(request, tmp_path):
+    cluster = request.getfixturevalue("pg_cluster") if request.param == "postgresql" else None
+    f = Stores(tmp_path, request.param, cluster)
     f["east"].create_network(ADMIN, "team-b", "db", ["10.2.0.0/24"])
     f["west"].create_network(ADMIN, "team-a", "web", ["10.1.0.0/24"])
     yield f
@@ -138,3 +157,38 @@ def test_accepting_or_dismissing_sends_one_deleted_event_and_withdrawing_the_ans
     link["east"].dismiss_peering_request(EAST_B, "team-b", "db", r.id)
     link.settle()
     assert [t for t, _ in request_events(link, head)] == ["Deleted"]
+
+
+def test_a_full_copy_sends_events_only_for_requests_that_came_or_went(link):
+    from netpeer.service import sitelog
+    ask(link)
+    link["west"].create_network(ADMIN, "team-a", "api", ["10.1.1.0/24"])
+    link["west"].create_peering(ADMIN, "team-a", "api", "to-db", "team-b", "db", remote_site="east")
+    link.settle()
+    stay = next(r for r in inbox(link) if r.requester.name == "api")
+    head = link["east"].watch_head("team-b")
+    # Between exchanges west withdraws one request and makes another; east takes it in as a full copy.
+    link["west"].delete_peering(ADMIN, "team-a", "web", "to-db")
+    link["west"].create_peering(ADMIN, "team-a", "web", "again", "team-b", "db", remote_site="east")
+    with link["west"].store.read() as tx:
+        msg = sitelog.message(tx, "west", "east", full=True)
+    link["east"].sites.receive(msg)
+    assert sorted((r.requester.name, r.half.name) for r in inbox(link)) == [("api", "to-db"), ("web", "again")]
+    events, _ = link["east"].watch_events("team-b", None, head)
+    assert sorted((e.type, e.name.rsplit("/", 1)[-1].split(".")[3]) for e in events
+                  if e.kind == "peering_request") == [("Created", "again"), ("Deleted", "to-db")]
+    assert stay.id in {r.id for r in inbox(link)}
+
+
+def test_pages_run_through_requests_of_this_site_and_of_another(link):
+    link["east"].create_network(ADMIN, "team-c", "app", ["10.3.0.0/24"])
+    link["east"].create_peering(ADMIN, "team-c", "app", "to-db", "team-b", "db")
+    ask(link)
+    link.settle()
+    whole = inbox(link)
+    assert [r.site for r in whole] == ["", "west"]
+    first = link["east"].list_peering_requests(EAST_B, "team-b", limit=1)
+    from netpeer.service.inbox import encode_after
+    second = link["east"].list_peering_requests(EAST_B, "team-b", after=encode_after(first[0]), limit=1)
+    third = link["east"].list_peering_requests(EAST_B, "team-b", after=encode_after(second[0]), limit=1)
+    assert first + second == whole and third == []
