@@ -192,3 +192,18 @@ def test_pages_run_through_requests_of_this_site_and_of_another(link):
     second = link["east"].list_peering_requests(EAST_B, "team-b", after=encode_after(first[0]), limit=1)
     third = link["east"].list_peering_requests(EAST_B, "team-b", after=encode_after(second[0]), limit=1)
     assert first + second == whole and third == []
+
+
+def test_the_cli_and_the_console_show_the_requesters_site(link):
+    from netpeer.api.client import request_json
+    from netpeer.api.convert import request_to_pb
+    from netpeer.cli.output import requests_table
+    from netpeer.console.pages import _request_row
+    ask(link)
+    link.settle()
+    [r] = inbox(link)
+    shown = request_json(request_to_pb(r))
+    assert (shown["requester_site"], shown["expires_at"]) == ("west", None)
+    assert "west:team-a/web" in requests_table([shown])
+    row = _request_row("team-b", shown, "token")
+    assert "west:team-a/web (to-db)" in row and "None" not in row
