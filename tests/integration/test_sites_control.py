@@ -378,6 +378,17 @@ def test_a_request_from_west_is_in_easts_inbox_with_its_site_and_accepting_it_bi
         ("west", "team-a", "web", "db", ["10.1.0.0/24"])
     assert r["requester_uid"] == web["uid"] and r["id"].startswith("west.")
     assert "west:team-a/web" in netpeer(east, token, "peering", "requests", "-n", "team-b").stdout
+    # What Pulumi's getPeeringRequests and OpenTofu's data source read: the site to accept it with in code.
+    from netpeer_provider import core
+    from netpeer_provider.core import inbox
+    from netpeer_provider.core.session import CLIENTS
+    settings = core.Settings(east.endpoint, token)
+    session = core.Session(settings)
+    try:
+        [coded] = inbox.list_requests(session, "team-b")["requests"]
+    finally:
+        CLIENTS.drop(settings, session.client())   # its channel, not kept for the process's life
+    assert (coded["id"], coded["requester_site"], coded["requester_uid"]) == (r["id"], "west", web["uid"])
     accepted = json.loads(netpeer(east, token, "peering", "accept", "db", r["id"], "--name", "from-web",
                                   "-n", "team-b", "-o", "json").stdout)
     assert (accepted["remote_site"], accepted["remote_namespace"], accepted["remote_network"],
