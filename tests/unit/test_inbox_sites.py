@@ -207,3 +207,13 @@ def test_the_cli_and_the_console_show_the_requesters_site(link):
     assert "west:team-a/web" in requests_table([shown])
     row = _request_row("team-b", shown, "token")
     assert "west:team-a/web (to-db)" in row and "None" not in row
+
+
+def test_requests_from_a_retired_site_go_with_its_mirror(link):
+    ask(link)
+    link.settle()
+    [r] = inbox(link)
+    head = link["east"].watch_head("team-b")
+    assert link["east"].sites.reconfigure({}) == ([], ["west"])
+    assert inbox(link) == []
+    assert [t for t, _ in request_events(link, head)] == ["Deleted"]
