@@ -31,10 +31,14 @@ def emit(data: Any, fmt: str, render) -> None:
         sys.stdout.write(render(data) + "\n")
 
 
+def _site_prefixed(site: str | None, where: str) -> str:
+    """[SITE:]NS/NETWORK: a network of another site is written with its site."""
+    return f"{site}:{where}" if site else where
+
+
 def remote(p: dict) -> str:
     """[SITE:]NS/NETWORK of a peering's remote network."""
-    where = f"{p['remote_namespace']}/{p['remote_network']}"
-    return f"{p['remote_site']}:{where}" if p.get("remote_site") else where
+    return _site_prefixed(p.get("remote_site"), f"{p['remote_namespace']}/{p['remote_network']}")
 
 
 def _peer(x: dict) -> str:
@@ -65,10 +69,6 @@ def peering_detail(p: dict) -> str:
             "description", "create_time"]
     width = max(len(k) for k in keys)
     return "\n".join(f"{k + ':':<{width + 1}} {'' if p.get(k) is None else p.get(k)}" for k in keys)
-
-
-def _site_prefixed(site: str | None, where: str) -> str:
-    return f"{site}:{where}" if site else where
 
 
 def requests_table(items: list[dict]) -> str:
