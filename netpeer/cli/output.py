@@ -42,8 +42,7 @@ def remote(p: dict) -> str:
 
 
 def _peer(x: dict) -> str:
-    where = f"{x['namespace']}/{x['name']}"
-    return f"{x['site']}:{where}" if x.get("site") else where
+    return _site_prefixed(x.get("site"), f"{x['namespace']}/{x['name']}")
 
 
 _PEERING_COLUMNS = ["NAME", "DESCRIPTION", "PEER", "STATE", "REASON", "DATAPLANE", "SINCE", "EXPIRES"]
