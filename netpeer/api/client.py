@@ -88,8 +88,9 @@ def request_json(r: pb.PeeringRequest) -> dict[str, Any]:
     ns, network, request = convert.parse_request_name("name", r.name)
     return {
         "id": request, "namespace": ns, "network": network,
-        "requester_namespace": r.requester.namespace, "requester_network": r.requester.network,
-        "requester_uid": r.requester.uid, "requester_peering": r.requester_peering,
+        "requester_site": r.requester.site, "requester_namespace": r.requester.namespace,
+        "requester_network": r.requester.network, "requester_uid": r.requester.uid,
+        "requester_peering": r.requester_peering,
         "prefixes": list(r.prefixes), "description": r.description, "pinned_uid": r.pinned_uid or None,
         "create_time": _time(r, "create_time"), "ttl": format_duration(r.ttl.ToTimedelta()),
         "expires_at": _time(r, "expires_at"),

@@ -62,9 +62,11 @@ def request_to_pb(r: PeeringRequest) -> pb.PeeringRequest:
     h = r.half
     msg = pb.PeeringRequest(
         name=request_name(h.remote_namespace, h.remote_network, r.id), id=r.id,
-        requester=pb.RemoteRef(namespace=h.namespace, network=h.network, uid=h.network_uid),
+        requester=pb.RemoteRef(namespace=h.namespace, network=h.network, uid=h.network_uid, site=h.site),
         requester_peering=h.name, prefixes=list(r.prefixes), description=h.description,
-        create_time=ts(h.create_time), ttl=duration(h.ttl), pinned_uid=h.remote_uid or "")
+        create_time=ts(h.create_time), pinned_uid=h.remote_uid or "")
+    if not h.site:   # the site exchange tells no TTL of another site's half
+        msg.ttl.CopyFrom(duration(h.ttl))
     if r.expires_at is not None:
         msg.expires_at.CopyFrom(ts(r.expires_at))
     return msg

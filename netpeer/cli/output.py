@@ -31,15 +31,18 @@ def emit(data: Any, fmt: str, render) -> None:
         sys.stdout.write(render(data) + "\n")
 
 
+def _site_prefixed(site: str | None, where: str) -> str:
+    """[SITE:]NS/NETWORK: a network of another site is written with its site."""
+    return f"{site}:{where}" if site else where
+
+
 def remote(p: dict) -> str:
     """[SITE:]NS/NETWORK of a peering's remote network."""
-    where = f"{p['remote_namespace']}/{p['remote_network']}"
-    return f"{p['remote_site']}:{where}" if p.get("remote_site") else where
+    return _site_prefixed(p.get("remote_site"), f"{p['remote_namespace']}/{p['remote_network']}")
 
 
 def _peer(x: dict) -> str:
-    where = f"{x['namespace']}/{x['name']}"
-    return f"{x['site']}:{where}" if x.get("site") else where
+    return _site_prefixed(x.get("site"), f"{x['namespace']}/{x['name']}")
 
 
 _PEERING_COLUMNS = ["NAME", "DESCRIPTION", "PEER", "STATE", "REASON", "DATAPLANE", "SINCE", "EXPIRES"]
@@ -70,7 +73,8 @@ def peering_detail(p: dict) -> str:
 def requests_table(items: list[dict]) -> str:
     """The requests to a namespace's networks (``netpeer peering requests``)."""
     return table(["NETWORK", "REQUEST", "FROM", "PREFIXES", "CREATED", "EXPIRES"],
-                 [[r["network"], r["id"], f"{r['requester_namespace']}/{r['requester_network']}",
+                 [[r["network"], r["id"], _site_prefixed(r.get("requester_site"),
+                                                         f"{r['requester_namespace']}/{r['requester_network']}"),
                    "\n".join(r["prefixes"]), r["create_time"], r["expires_at"] or ""] for r in items])
 
 

@@ -135,13 +135,19 @@ def accept_name(r: dict) -> str:
     return f"from-{r['requester_namespace']}-{r['requester_network']}"[:63].rstrip("-.")
 
 
+def _requester(r: dict) -> str:
+    """[SITE:]NS/NETWORK of the network that asks (another site's: docs/inbox.md)."""
+    where = f"{r['requester_namespace']}/{r['requester_network']}"
+    return f"{r['requester_site']}:{where}" if r.get("requester_site") else where
+
+
 def _request_row(namespace: str, r: dict, csrf: str) -> str:
     hidden = (f'<input type="hidden" name="csrf" value="{e(csrf)}"><input type="hidden" name="namespace" '
               f'value="{e(namespace)}"><input type="hidden" name="network" value="{e(r["network"])}">'
               f'<input type="hidden" name="request" value="{e(r["id"])}">')
     return (f'<tr class="request" data-request="{e(r["id"])}"><td>{e(r["network"])}</td>'
-            f'<td>{e(r["requester_namespace"])}/{e(r["requester_network"])} ({e(r["requester_peering"])})</td>'
-            f'<td>{e(", ".join(r["prefixes"]))}</td><td>{e(r["create_time"])}</td><td>{e(r["expires_at"])}</td>'
+            f'<td>{e(_requester(r))} ({e(r["requester_peering"])})</td>'
+            f'<td>{e(", ".join(r["prefixes"]))}</td><td>{e(r["create_time"])}</td><td>{e(r["expires_at"] or "")}</td>'
             f'<td><form method="post" action="/inbox/accept" class="accept">{hidden}'
             f'<input name="name" value="{e(accept_name(r))}" required><button type="submit">Accept</button></form></td>'
             f'<td><form method="post" action="/inbox/dismiss" class="dismiss">{hidden}'

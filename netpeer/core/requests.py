@@ -12,6 +12,12 @@ A request's id names the requester's half and, through a digest, that
 half's identity (its network's uid, its creation time) and its target: a
 half deleted and made again is a new request, and an id is good for one
 target network only.
+
+A half of another site naming a network here (told by the site exchange,
+``netpeer.core.sides``) is a request too while it is Pending and the
+network it names has no half towards it: its id starts with the site
+(``SITE.NS.NETWORK.PEERING.DIGEST``). Only what the exchange carries is
+known of it: no TTL, expiry or description.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ UNMATCHED = frozenset({Reason.AWAITING_REMOTE, Reason.REMOTE_WITHDRAWN})
 
 _DIGEST = 12
 # names are letters, digits and dashes (core.validate.name): dots separate them
-_ID = re.compile(r"^([A-Za-z][A-Za-z0-9-]*)\.([A-Za-z][A-Za-z0-9-]*)\.([A-Za-z][A-Za-z0-9-]*)\.([0-9a-f]{%d})$" % _DIGEST)
+_ID = re.compile(r"^(?:([a-z][a-z0-9]*)\.)?([A-Za-z][A-Za-z0-9-]*)\.([A-Za-z][A-Za-z0-9-]*)\.([A-Za-z][A-Za-z0-9-]*)"
+                 r"\.([0-9a-f]{%d})$" % _DIGEST)
 
 
 def is_request(p: Peering | None) -> bool:
@@ -41,17 +48,26 @@ def _micros(t: datetime) -> int:
     return int(t.timestamp() * 1_000_000)
 
 
+def is_remote_request(p: Peering | None, answered: bool) -> bool:
+    """Whether half ``p`` of another site (as this site holds it) is a
+    request to the network it names here; ``answered``: that network has a
+    half towards it."""
+    return p is not None and bool(p.site) and p.phase == Phase.PENDING and not answered
+
+
 def request_id(p: Peering) -> str:
     """The id of the request half ``p`` makes to its remote network."""
-    digest = hashlib.sha256(f"{p.network_uid}/{p.name}/{_micros(p.create_time)}/{p.remote_namespace}/"
+    where = f"{p.site}/" if p.site else ""   # a half here digests as it always did
+    digest = hashlib.sha256(f"{where}{p.network_uid}/{p.name}/{_micros(p.create_time)}/{p.remote_namespace}/"
                             f"{p.remote_network}".encode()).hexdigest()[:_DIGEST]
-    return f"{p.namespace}.{p.network}.{p.name}.{digest}"
+    return f"{p.site + '.' if p.site else ''}{p.namespace}.{p.network}.{p.name}.{digest}"
 
 
 def parse_id(value: str) -> PeeringKey | None:
-    """The requester's half an id names, or None when it is no request id."""
+    """The requester's half an id names (its ``site`` set when it is another
+    site's), or None when it is no request id."""
     m = _ID.fullmatch(value or "")
-    return PeeringKey(m.group(1), m.group(2), m.group(3)) if m else None
+    return PeeringKey(m.group(2), m.group(3), m.group(4), m.group(1) or "") if m else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,5 +91,11 @@ class PeeringRequest:
         return self.half.network_key
 
     @property
+    def site(self) -> str:
+        """The requester's site ("" : this one)."""
+        return self.half.site
+
+    @property
     def expires_at(self) -> datetime | None:
-        return self.half.expires_at
+        # The exchange tells no TTL: another site's half expires there, and its request goes with it.
+        return None if self.half.site else self.half.expires_at

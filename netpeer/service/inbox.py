@@ -25,19 +25,21 @@ if TYPE_CHECKING:
     from netpeer.service.operations import Service
 
 
-def decode_after(after: str) -> tuple[str, str, str, str] | None:
+def decode_after(after: str) -> tuple[str, str, str, str, str] | None:
     """A page's last place (``encode_after``) as the store's order takes it."""
     if not after:
         return None
     parts = tuple(after.split("/"))
-    if len(parts) != 4:
+    if len(parts) == 4:   # a token of a netpeerd without requests from other sites
+        parts = (parts[0], "", *parts[1:])
+    if len(parts) != 5:
         raise InvalidArgument.for_field("page_token", after, "is not a page token from a previous call")
     return parts   # type: ignore[return-value]
 
 
 def encode_after(r: PeeringRequest) -> str:
     """Where a page that ends with ``r`` ends (names hold no '/')."""
-    return "/".join((r.half.remote_network, r.half.namespace, r.half.network, r.half.name))
+    return "/".join((r.half.remote_network, r.half.site, r.half.namespace, r.half.network, r.half.name))
 
 
 def list_requests(service: "Service", caller: Caller, namespace: str, network: str | None = None,
@@ -106,7 +108,8 @@ def accept(service: "Service", caller: Caller, namespace: str, network: str, req
     def op(tx: Transaction):
         half = _standing(tx, namespace, network, request)
         consent = service._consent(caller, batch.PeeringRequest(
-            namespace, network, name, half.network, half.namespace, half.network_uid, ttl, description))
+            namespace, network, name, half.network, half.namespace, half.network_uid, ttl, description,
+            remote_site=half.site))
         return consent(tx)
 
     return service._write(op, validate_only, caller=caller)

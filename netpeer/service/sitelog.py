@@ -28,7 +28,7 @@ import uuid
 from typing import Callable, Iterable
 
 from netpeer.core import consent, sides, validate
-from netpeer.core.models import NetworkKey, PeeringKey
+from netpeer.core.models import NetworkKey, Peering, PeeringKey, Phase
 from netpeer.core.sides import Delta, Digest, Item, ItemKey, LinkState, Sync, ToldHalf, ToldNetwork
 from netpeer.errors import InvalidArgument
 from netpeer.store.base import Transaction
@@ -214,6 +214,7 @@ def _apply_full(tx: Transaction, site: str, here: str, d: Delta, out: Applied) -
     if len(d.items) > MAX_ITEMS:
         raise InvalidArgument.for_field("delta.items", len(d.items), f"more than {MAX_ITEMS} in one message")
     before = {p.key: p for p in tx.mirror_of(site)[1]}
+    requests = tx.remote_requests_of(site)
     for h in before.values():
         out.keys |= _ours_naming(tx, h.remote_key, h.network_key)
     for n, _ in tx.mirror_of(site)[0]:
@@ -224,12 +225,19 @@ def _apply_full(tx: Transaction, site: str, here: str, d: Delta, out: Applied) -
     out.link = dataclasses.replace(out.link, mirror=Digest(), in_stream=d.stream, in_seq=d.head,
                                    resyncs_received=out.link.resyncs_received + again)
     out.full = True
-    _apply_items(tx, site, here, d.items, out)
+    _apply_items(tx, site, here, d.items, out, requests)
+    for key in before.keys() - {PeeringKey(k.namespace, k.network, k.name, site) for k, _ in d.items}:
+        tx.remote_request_moved(requests.get(key), key)   # gone with the full copy
 
 
-def _apply_items(tx: Transaction, site: str, here: str, items, out: Applied) -> None:
+def _apply_items(tx: Transaction, site: str, here: str, items, out: Applied,
+                 requests: dict[PeeringKey, Peering] | None = None) -> None:
+    """Takes ``items`` into the mirror. ``requests``: the requests the
+    mirror's halves stood as before (a full copy cleared it first); else
+    read from it, item by item."""
     mirror = out.link.mirror
     halves: list[ToldHalf] = []
+    was: dict[PeeringKey, Peering | None] = {}
     for key, item in items:
         _check_key(key)
         # The hash of the item as told (the teller's digest is of that), the item as checked.
@@ -237,7 +245,12 @@ def _apply_items(tx: Transaction, site: str, here: str, items, out: Applied) -> 
         item = _checked(key, item, here) if item is not None else None
         old_hash = tx.mirror_hash(site, key)
         if key.kind == "h":
-            old = tx.get_peering(PeeringKey(key.namespace, key.network, key.name, site))
+            pkey = PeeringKey(key.namespace, key.network, key.name, site)
+            old = tx.get_peering(pkey)
+            if requests is not None:
+                was[pkey] = requests.get(pkey)
+            elif pkey not in was:
+                was[pkey] = old if tx.remote_request_standing(old) else None
             if old is not None:
                 out.keys |= _ours_naming(tx, old.remote_key, old.network_key)
         else:
@@ -264,6 +277,13 @@ def _apply_items(tx: Transaction, site: str, here: str, items, out: Applied) -> 
                                             f"is not a network site {site} told")
     out.link = dataclasses.replace(out.link, mirror=mirror)
     out.changed = out.changed or bool(items)
+    # The inbox's events: a request from that site came or went. A half that
+    # was no request and is told not Pending stays none: no statement for it.
+    told = {PeeringKey(k.namespace, k.network, k.name, site): i for k, i in items if k.kind == "h"}
+    for pkey, then in was.items():
+        item = told.get(pkey)
+        if then is not None or item is None or item.phase == Phase.PENDING:
+            tx.remote_request_moved(then, pkey)
 
 
 def _ours_naming(tx: Transaction, ours: NetworkKey, theirs: NetworkKey) -> set[PeeringKey]:

@@ -8,6 +8,7 @@ JSON text.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -87,7 +88,8 @@ def event_from(row) -> Event:
     values = json.loads(row[7])
     obj = None
     if values is not None and row[4] == REQUEST_KIND:
-        obj = PeeringRequest(peering_from(values["half"]), tuple(values["prefixes"]))
+        obj = PeeringRequest(dataclasses.replace(peering_from(values["half"]), site=values.get("site", "")),
+                             tuple(values["prefixes"]))
     elif values is not None:
         obj = peering_from(values) if row[4] == "peering" else network_from(values)
     return Event(row[0], dt(row[1]), row[2], row[3], row[4], row[5], row[6], obj)

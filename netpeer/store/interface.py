@@ -62,17 +62,27 @@ class Transaction(abc.ABC):
     # the request inbox (netpeer.core.requests; netpeer.store.requests_sql implements these)
     @abc.abstractmethod
     def peering_requests(self, namespace: str, network: str | None = None,
-                         after: tuple[str, str, str, str] | None = None,
+                         after: tuple[str, str, str, str, str] | None = None,
                          limit: int | None = None) -> list[PeeringRequest]:
         """The requests to networks of ``namespace`` (of ``network``) not
-        dismissed, by (target network, requester namespace, network, half),
-        after ``after``."""
+        dismissed, this site's and other sites', by (target network,
+        requester site, namespace, network, half), after ``after``."""
     @abc.abstractmethod
     def request_dismissed(self, half: Peering) -> bool:
         """Whether the request half ``half`` makes was dismissed."""
     @abc.abstractmethod
     def dismiss_request(self, half: Peering, now: datetime) -> bool:
         """Dismisses the request half ``half`` makes; whether it was not yet."""
+    @abc.abstractmethod
+    def remote_request_standing(self, half: Peering | None) -> bool:
+        """Whether another site's half ``half`` is a request listed here."""
+    @abc.abstractmethod
+    def remote_requests_of(self, site: str) -> dict[PeeringKey, Peering]:
+        """The requests ``site``'s halves stand as here, by half."""
+    @abc.abstractmethod
+    def remote_request_moved(self, was: Peering | None, key: PeeringKey) -> None:
+        """Records the Watch event of another site's half ``key`` after the
+        exchange changed it (``was``: its request as it stood before, if it did)."""
 
     # sites (netpeer.store.sites_sql implements these for every SQL store).
     # Keys with a ``site`` read the mirror of that site's halves and networks.

@@ -94,6 +94,21 @@ _DISMISSALS = (
     "(requester_namespace, requester_network, requester_name)",
 )
 
+# The request inbox's requests from other sites: what a target dismissed of
+# another site's half (netpeer.store.requests_sql), and the mirror's halves
+# by the network they name here.
+_REMOTE_DISMISSALS = (
+    """CREATE TABLE IF NOT EXISTS remote_request_dismissals (
+        site TEXT NOT NULL, namespace TEXT NOT NULL, network TEXT NOT NULL, requester_namespace TEXT NOT NULL,
+        requester_network TEXT NOT NULL, requester_name TEXT NOT NULL, requester_uid TEXT NOT NULL,
+        requester_create_time BIGINT NOT NULL, time BIGINT NOT NULL,
+        PRIMARY KEY (site, namespace, network, requester_namespace, requester_network, requester_name,
+                     requester_uid, requester_create_time))""",
+    "CREATE INDEX IF NOT EXISTS remote_request_dismissals_by_half ON remote_request_dismissals "
+    "(site, requester_namespace, requester_network, requester_name)",
+    "CREATE INDEX IF NOT EXISTS remote_halves_by_target ON remote_halves (remote_namespace, remote_network)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "networks, peerings, tokens", sqlite=(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -252,6 +267,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               postgresql=_SITE_LOG),
     Migration(8, "sites: a link's free slots", sqlite=_FREE_SLOTS, postgresql=_FREE_SLOTS),
     Migration(9, "the request inbox: dismissed requests", sqlite=_DISMISSALS, postgresql=_DISMISSALS),
+    Migration(10, "the request inbox: requests from other sites", sqlite=_REMOTE_DISMISSALS,
+              postgresql=_REMOTE_DISMISSALS),
 )
 
 LATEST = MIGRATIONS[-1].version

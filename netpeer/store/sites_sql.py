@@ -31,7 +31,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Iterable
 
-from netpeer.core.models import Network, NetworkKey, Peering, PeeringKey, Phase, Reason
+from netpeer.core.models import EventType, Network, NetworkKey, Peering, PeeringKey, Phase, Reason
 from netpeer.core.sides import Digest, ItemKey, LinkState, ToldHalf, ToldNetwork
 from netpeer.store.codec import dt, us
 
@@ -119,9 +119,13 @@ class SiteMirrorSql:
 
     def forget_site(self, site: str) -> None:
         """Drops the mirror of a site that is no longer configured, and what
-        this site told it."""
+        this site told it; its requests in this site's inbox go (their
+        Watch events say so)."""
+        for half in self.remote_requests_of(site).values():   # provided by RequestsSql
+            self._request_event(half, EventType.DELETED)
         self.mirror_clear(site)
         self.outbox_forget(site)
+        self._q("DELETE FROM remote_request_dismissals WHERE site=?", (site,))
 
     def mirrored_sites(self) -> list[str]:
         return [r[0] for r in self._q("SELECT DISTINCT site FROM remote_halves UNION "

@@ -345,3 +345,54 @@ def test_the_site_link_refuses_bad_calls_in_one_line_and_reads_no_request_withou
         assert "Traceback" not in caplog.text and "Exception deserializing" not in caplog.text
     finally:
         channel.close()
+
+
+def test_a_request_from_west_is_in_easts_inbox_with_its_site_and_accepting_it_binds_the_pair(sites):
+    """docs/inbox.md, requests from other sites: west's half naming east's
+    network is listed by east's `netpeer peering requests` once the link has
+    carried it; accepting it makes east's half naming west's network, and
+    the pair binds over the link as any cross-site pair (the NB rows here;
+    the packets over OVN-IC: tests/sites)."""
+    from tests.integration.test_inbox import netpeer
+
+    east, west = sites["east"], sites["west"]
+    with east.client() as admin:
+        db = admin.create_network("team-b", "db", ["10.2.0.0/24"])
+    with west.client() as admin:
+        web = admin.create_network("team-a", "web", ["10.1.0.0/24"])
+    with west.tenant("team-a") as a:
+        a.create_peering("team-a", "web", "to-db", "db", "team-b", remote_site="east")
+    token = east.token("team-b")
+
+    def listed():
+        out = json.loads(netpeer(east, token, "peering", "requests", "-n", "team-b", "-o", "json").stdout)
+        return out or None
+    [r] = wait_until(listed, 20, "west's request never reached east's inbox")
+    assert (r["requester_site"], r["requester_namespace"], r["requester_network"], r["network"], r["prefixes"]) == \
+        ("west", "team-a", "web", "db", ["10.1.0.0/24"])
+    assert r["requester_uid"] == web["uid"] and r["id"].startswith("west.")
+    assert "west:team-a/web" in netpeer(east, token, "peering", "requests", "-n", "team-b").stdout
+    # What Pulumi's getPeeringRequests and OpenTofu's data source read: the site to accept it with in code.
+    from netpeer_provider import core
+    from netpeer_provider.core import inbox
+    from netpeer_provider.core.session import CLIENTS
+    settings = core.Settings(east.endpoint, token)
+    session = core.Session(settings)
+    try:
+        [coded] = inbox.list_requests(session, "team-b")["requests"]
+    finally:
+        CLIENTS.drop(settings, session.client())   # its channel, not kept for the process's life
+    assert (coded["id"], coded["requester_site"], coded["requester_uid"]) == (r["id"], "west", web["uid"])
+    accepted = json.loads(netpeer(east, token, "peering", "accept", "db", r["id"], "--name", "from-web",
+                                  "-n", "team-b", "-o", "json").stdout)
+    assert (accepted["remote_site"], accepted["remote_namespace"], accepted["remote_network"],
+            accepted["remote_uid"]) == ("west", "team-a", "web", web["uid"])
+    assert json.loads(netpeer(east, token, "peering", "requests", "-n", "team-b", "-o", "json").stdout) == []
+    with east.client() as e, west.client() as w:
+        wait_phase(e, "team-b", "db", "from-web", "Bound", timeout=20)
+        p = wait_phase(w, "team-a", "web", "to-db", "Bound", timeout=20)
+        assert p["remote_uid"] == db["uid"]
+    # Each site's NB gets its side of the pair: the port on the transit switch.
+    for s, uid, other in (("east", db["uid"], "west"), ("west", web["uid"], "east")):
+        assert any(row["name"] == names.transit_switch_port(s, other, uid)
+                   for row in rows(sites[s], "Logical_Switch_Port"))

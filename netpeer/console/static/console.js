@@ -165,8 +165,9 @@
     var row = document.createElement("tr");
     row.className = "request";
     row.setAttribute("data-request", r.id);
-    var cells = [r.network, r.requester_namespace + "/" + r.requester_network + " (" + r.requester_peering + ")",
-                 (r.prefixes || []).join(", "), r.create_time, r.expires_at];
+    var from = (r.requester_site ? r.requester_site + ":" : "") + r.requester_namespace + "/" + r.requester_network;
+    var cells = [r.network, from + " (" + r.requester_peering + ")",
+                 (r.prefixes || []).join(", "), r.create_time, r.expires_at || ""];
     cells.forEach(function (v) { var td = document.createElement("td"); text(td, v); row.appendChild(td); });
     ["accept", "dismiss"].forEach(function (action) {
       var td = document.createElement("td"), form = document.createElement("form");

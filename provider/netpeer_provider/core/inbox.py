@@ -14,6 +14,8 @@ from netpeer_provider.core.session import Session, default_namespace
 REQUEST_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("id", "string", "The request's id (what `netpeer peering accept` takes)."),
     ("network", "string", "The network of the namespace the request names."),
+    ("requester_site", "string", "The site of the network that asks (\"\" when this one): the remote_site of the "
+                                 "peering that accepts."),
     ("requester_namespace", "string", "The namespace of the network that asks."),
     ("requester_network", "string", "The network that asks: the remote network of the peering that accepts."),
     ("requester_uid", "string", "Its uid: pin the accepting peering's remote_uid to it."),
