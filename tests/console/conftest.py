@@ -26,9 +26,11 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API runs an asyncio loop on this thread until it stops, and
+# later tests' asyncio.run (the Pulumi provider's) would find that loop still running.
+@pytest.fixture(scope="package")
 def browser_context():
-    """One Chromium for the session, with a fresh profile directory removed afterwards."""
+    """One Chromium for tests/console, with a fresh profile directory removed afterwards."""
     from playwright.sync_api import sync_playwright
     profile = tempfile.mkdtemp(prefix="np-chromium-")
     try:
