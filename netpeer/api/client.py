@@ -424,11 +424,13 @@ class Client:
         return peering_json(self._call(self._net.GetPeering, pb.GetPeeringRequest(
             name=convert.peering_name(namespace, network, name))))
 
-    def list_peerings(self, namespace: str, network: str) -> list[dict[str, Any]]:
+    def list_peerings(self, namespace: str, network: str | None) -> list[dict[str, Any]]:
+        """The halves of ``network``; with None, of every network of the
+        namespace (one call a page, in network and name order)."""
         out, token = [], ""
         while True:
             r = self._call(self._net.ListPeerings, pb.ListPeeringsRequest(
-                parent=convert.network_name(namespace, network), page_size=500, page_token=token))
+                parent=convert.network_name(namespace, network or "-"), page_size=500, page_token=token))
             out += [peering_json(p) for p in r.peerings]
             token = r.next_page_token
             if not token:

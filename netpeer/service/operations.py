@@ -561,9 +561,16 @@ class Service:
                                resource=_peering_resource(PeeringKey(namespace, network, name)))
             return p
 
-    def list_peerings(self, caller: Caller, namespace: str, network: str, after: str = "",
+    def list_peerings(self, caller: Caller, namespace: str, network: str | None, after: str = "",
                       limit: int = 100) -> list[Peering]:
+        """The halves of ``network``, after the name ``after``; with no
+        network, the whole namespace's in (network, name) order, after
+        ``after`` = "network/name"."""
         self._authorize(caller, namespace)
+        if network is None:
+            last = tuple(after.split("/", 1)) if "/" in after else ("", "")
+            with self.store.read() as tx:
+                return tx.peerings_in(namespace, after=last, limit=limit)
         validate.name("network", network)
         with self.store.read() as tx:
             if tx.get_network(NetworkKey(namespace, network)) is None:
