@@ -117,7 +117,7 @@ class Daemon:
             from netpeer.ovn.backend import OvnBackend
             # The start-up check reads OVN's stamp before the replica is asked for (``stamp_first``).
             self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
-                                      site=_site_context(config), stamp_first=True)
+                                      site=_site_context(config), stamp_first=True, sb=config.ovn_sb)
         self.metrics, self.metrics_server = NONE, None
         if config.metrics_listen:
             from netpeer.observe.metrics import Metrics

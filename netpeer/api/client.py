@@ -332,6 +332,7 @@ class Client:
                 "last_sweep_end_time": _time(s, "last_sweep_end_time"),
                 "sweep_totals": report(s.sweep_totals), "replica": s.replica, "leader": s.leader,
                 "leading": bool(s.replica) and s.replica == s.leader, "site": s.site,
+                "gateways": [{"chassis": g.chassis, "priority": g.priority, "state": g.state} for g in s.gateways],
                 "sites": [{"site": x.site, "reachable": x.reachable, "last_ok_time": _time(x, "last_ok_time"),
                            "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures,
                            "capacity": x.capacity, "slots_used": x.slots_used,

@@ -163,6 +163,9 @@ class MemoryDataplane:
         with self._lock:
             return list(self.networks.values())
 
+    def gateways(self) -> tuple:
+        return ()   # no chassis
+
     def close(self) -> None:
         pass
 

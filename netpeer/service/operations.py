@@ -62,6 +62,7 @@ class ServerStatus:
     replica: str = ""      # this process, as the sweeper lease names it
     leader: str = ""       # the replica that runs the sweeps ("" while none does)
     dataplane: str = ""    # what it programs: "ovn", "memory" (Dataplane.kind)
+    gateways: tuple = ()   # netpeer.core.dataplane.Gateway, this site's, highest priority first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,7 +290,7 @@ class Service:
                                          top_namespaces=use.get(x.site, (0, ()))[1]) for x in links]
         return ServerStatus(__version__, self.dataplane.connected, sweeps, self.sites.here,
                             tuple(links), self.leadership.name, self.leadership.leader(),
-                            self.dataplane.kind)
+                            self.dataplane.kind, self.dataplane.gateways())
 
     def record_sweeps(self, status: SweepStatus) -> None:
         """On the replica that sweeps: its sweeps' status, for the others."""
