@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -37,6 +39,12 @@ def test_get_status_names_the_active_and_standby_gateways_and_the_one_that_takes
     wait_until(lambda: gateways() == before, 30, f"east's gateways never read {before}: {gateways()}")
     with pytest.raises(errors.PermissionDenied):
         world.client("east", "team-a").status()
+    stack = multi.stacks["east"]
+    env = dict(os.environ, NETPEER_ENDPOINT=stack.endpoint, NETPEER_TOKEN=stack.admin_token())
+    out = subprocess.run([sys.executable, "-m", "netpeer.cli.main", "status"], capture_output=True, text=True,
+                         env=env, check=True, timeout=60).stdout.splitlines()
+    assert [line for line in out if line.startswith("  gateway ")] == [
+        "  gateway east-gw1: active (priority 20)", "  gateway east-gw2: standby (priority 10)"]
 
     gw1 = multi.sites.chassis["east"]["gw1"]
     pid = gw1.pid("ovs-vswitchd")
