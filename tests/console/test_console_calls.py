@@ -81,6 +81,11 @@ def test_listing_every_network_of_a_namespace_pages_in_network_and_name_order(pe
         assert got == expected and pages == 5
         assert [(p["network"], p["name"]) for p in c.list_peerings("team-a", None)] == expected
         assert c.list_peerings("team-c", None) == []
+        one = c._call(c._net.ListPeerings, pb.ListPeeringsRequest(parent="namespaces/team-a/networks/net-03",
+                                                                  page_size=1))
+        with pytest.raises(errors.InvalidArgument, match="^page_token: .* is not a page token from a previous call"):
+            c._call(c._net.ListPeerings, pb.ListPeeringsRequest(parent="namespaces/team-a/networks/-",
+                                                                page_token=one.next_page_token))
     with peered.tenant("team-b") as b:
         with pytest.raises(errors.PermissionDenied):
             b.list_peerings("team-a", None)
