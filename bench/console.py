@@ -18,6 +18,12 @@ page ``--samples`` times and reports, as medians and worst:
 - ``click_ms``: a click on a node to its handler having run, measured from
   here (it includes Playwright's round trip).
 
+With ``--compare`` it measures the page both ways in the same run, on the
+same netpeerd, the two alternating page load by page load: reading the
+peerings as the console did before ListPeerings of ``networks/-`` (one
+call per peered network, four at a time), and as it does now (one call
+for the namespace, paged).
+
 Prints one ``[console] {json}`` line with the load average; nothing is
 asserted (docs/performance.md, "The web console", gives the figures).
 """
@@ -79,11 +85,16 @@ def _server_ms(url: str, cookie: str) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def measure(url: str, token: str, samples: int) -> dict:
+def measure(url: str, token: str, samples: int, modes: dict | None = None) -> dict:
+    """The figures of ``samples`` page loads; with ``modes`` (label ->
+    function that sets the console up so), each sample loads the page once
+    in every mode, one after the other, and the figures are per mode: the
+    load of the machine weighs on every mode alike."""
     from playwright.sync_api import sync_playwright
     profile = tempfile.mkdtemp(prefix="np-bench-chromium-")
-    out: dict[str, list[float]] = {k: [] for k in ("server_ms", "dom_ms", "graph_ms", "zoom_ms", "pan_ms",
-                                                   "click_ms")}
+    modes = modes or {"": lambda: None}
+    keys = ("server_ms", "dom_ms", "graph_ms", "zoom_ms", "pan_ms", "click_ms")
+    figures: dict[str, dict[str, list[float]]] = {m: {k: [] for k in keys} for m in modes}
     try:
         with sync_playwright() as p:
             context = p.chromium.launch_persistent_context(profile, executable_path=shutil.which("chromium"),
@@ -94,7 +105,11 @@ def measure(url: str, token: str, samples: int) -> dict:
             page.fill("#token", token)
             page.click("#signin")
             page.wait_for_function("() => window.netpeerGraph && window.netpeerGraph.ready", timeout=120000)
-            for _ in range(samples):
+            cookie = next(c["value"] for c in context.cookies() if c["name"] == "netpeer_session")
+            for _, (mode, setup) in ((i, m) for i in range(samples) for m in modes.items()):
+                setup()
+                out = figures[mode]
+                out["server_ms"].append(_server_ms(url, cookie))
                 page.goto(url + "/networks?namespace=team-a")
                 page.wait_for_function("() => window.netpeerGraph && window.netpeerGraph.ready", timeout=120000)
                 timing = page.evaluate("[performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd, "
@@ -116,12 +131,19 @@ def measure(url: str, token: str, samples: int) -> dict:
                     page.wait_for_function("() => window.netpeerGraph.tapped !== null", timeout=10000)
                     out["click_ms"].append((time.perf_counter() - t0) * 1000)
             elements = page.evaluate("window.netpeerGraph.cy.elements().length")
-            cookie = next(c["value"] for c in context.cookies() if c["name"] == "netpeer_session")
-            out["server_ms"] = [_server_ms(url, cookie) for _ in range(samples)]
             context.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
-    return {**{k: _stats(v) for k, v in out.items() if v}, "graph_elements": elements}
+    out = {m: {**{k: _stats(v) for k, v in f.items() if v}, "graph_elements": elements} for m, f in figures.items()}
+    return out[""] if list(out) == [""] else out
+
+
+def _per_network(session, namespace: str, rows: list[dict]) -> dict[str, list[dict]]:
+    """The console's reading before networks/-: one ListPeerings per peered network, four at a time."""
+    from concurrent import futures
+    peered = [n["name"] for n in rows if n["peering_count"]]
+    with futures.ThreadPoolExecutor(4) as pool:
+        return dict(zip(peered, pool.map(lambda net: session.client.list_peerings(namespace, net), peered)))
 
 
 def main(argv=None) -> int:
@@ -129,6 +151,7 @@ def main(argv=None) -> int:
     p.add_argument("--networks", type=int, default=1000)
     p.add_argument("--peerings", type=int, default=200)
     p.add_argument("--samples", type=int, default=5)
+    p.add_argument("--compare", action="store_true", help="the page read per network, then per namespace")
     args = p.parse_args(argv)
     from netpeer.api.client import Client
     from netpeer.config import Config
@@ -152,9 +175,22 @@ def main(argv=None) -> int:
             t0 = time.monotonic()
             fill(c, args.networks, args.peerings)
             filled = time.monotonic() - t0
-        figures = measure(f"http://127.0.0.1:{daemon.console_server.port}", token, args.samples)
-        record = {"networks": args.networks, "peerings": args.peerings, "fill_s": round(filled, 1), **figures,
-                  "load_average": load_average()}
+        url = f"http://127.0.0.1:{daemon.console_server.port}"
+        record = {"networks": args.networks, "peerings": args.peerings, "fill_s": round(filled, 1)}
+        if args.compare:
+            from netpeer.console.server import Console
+            shipped = Console.__dict__["_peerings"]
+
+            def use(how):
+                return lambda: setattr(Console, "_peerings", how)
+            try:
+                record.update(measure(url, token, args.samples, {"per_network": use(staticmethod(_per_network)),
+                                                                 "per_namespace": use(shipped)}))
+            finally:
+                Console._peerings = shipped
+        else:
+            record.update(measure(url, token, args.samples))
+        record["load_average"] = load_average()
         print(f"[console] {json.dumps(record)}", flush=True)
     finally:
         daemon.stop()

@@ -35,6 +35,7 @@ where the other sites' netpeerds reach it, and one table per other site:
     [interconnect]
     listen = "10.200.1.2:7443"            # SiteService only; TLS unless loopback or unix
     gateway_group = "np-gw-east"          # this site's HA_Chassis_Group
+    ovn_sb = "tcp:10.0.0.5:6642"          # optional: this site's SB, for the gateways' state in GetStatus
     cert = "site.crt"  key = "site.key"  ca = "region-ca.crt"   # mTLS between sites
     [sites.west]
     endpoint = "10.200.2.2:7443"          # west's [interconnect] listen
@@ -124,6 +125,8 @@ class Config:
     site: str = ""
     site_listen: str | None = None
     gateway_group: str = ""
+    #: This site's OVN SB (optional): which gateway chassis is active, for GetStatus.
+    ovn_sb: str = ""
     site_cert: Path | None = None
     site_key: Path | None = None
     site_ca: Path | None = None
@@ -166,6 +169,7 @@ class Config:
         if self.site:
             lines.insert(0, f"site = {q(self.site)}")
             ic = [(k, v) for k, v in (("listen", self.site_listen), ("gateway_group", self.gateway_group),
+                                      ("ovn_sb", self.ovn_sb),
                                       ("cert", self.site_cert), ("key", self.site_key), ("ca", self.site_ca)) if v]
             lines += ["[interconnect]"] + [f"{k} = {q(v)}" for k, v in ic]
         # Settings at their defaults added since a release are left out, so an older netpeerd reads the file.
@@ -384,7 +388,7 @@ def _table(raw: dict, name: str, known: set[str]) -> dict:
 
 def _sites(raw: dict, p) -> dict:
     """``site``, ``[interconnect]`` and ``[sites.NAME]``, checked together."""
-    ic = _table(raw, "interconnect", {"listen", "gateway_group", "cert", "key", "ca"})
+    ic = _table(raw, "interconnect", {"listen", "gateway_group", "ovn_sb", "cert", "key", "ca"})
     links = _table(raw, "sites", set(raw.get("sites", {}) if isinstance(raw.get("sites"), dict) else ()))
     site = raw.get("site", "")
     if not site:
@@ -401,6 +405,11 @@ def _sites(raw: dict, p) -> dict:
                                         "netpeerds reach this one)")
     if ("cert" in ic) != ("key" in ic):
         raise InvalidArgument.for_field("interconnect", "cert/key", "needs both cert and key")
+    if "ovn_sb" in ic:
+        try:
+            parse_remotes(ic["ovn_sb"] if isinstance(ic["ovn_sb"], str) else "")
+        except ValueError as exc:
+            raise InvalidArgument.for_field("interconnect.ovn_sb", ic["ovn_sb"], str(exc)) from None
     out = []
     blocks = {}
     for name, table in sorted(links.items()):
@@ -423,6 +432,7 @@ def _sites(raw: dict, p) -> dict:
         out.append(SiteLink(name, table["endpoint"], p(table["secret_file"], f"sites.{name}.secret_file"), str(block),
                             p(table.get("ca_cert"), f"sites.{name}.ca_cert")))
     return {"site": site, "site_listen": ic["listen"], "gateway_group": ic["gateway_group"],
+            "ovn_sb": ic.get("ovn_sb", ""),
             "site_cert": p(ic.get("cert"), "interconnect.cert"), "site_key": p(ic.get("key"), "interconnect.key"),
             "site_ca": p(ic.get("ca"), "interconnect.ca"), "sites": tuple(out)}
 

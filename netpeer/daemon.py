@@ -125,7 +125,8 @@ class Daemon:
             # The start-up check reads OVN's stamp before the replica is asked for (``stamp_first``).
             self.backend = OvnBackend(config.ovn_nb, owner=config.owner, timeout=config.ovn_timeout.total_seconds(),
                                       site=_site_context(config), stamp_first=True,
-                                      on_transaction=self.metrics.ovn_transaction, on_keyed=self._keyed)
+                                      on_transaction=self.metrics.ovn_transaction, on_keyed=self._keyed,
+                                      sb=config.ovn_sb)
         self.service = (service_factory or Service)(self.store, self.backend, _service_settings(config, mode),
                                                     metrics=self.metrics, leadership=self.leadership)
         self.site_server = self.site_transport = None
@@ -371,13 +372,17 @@ class Daemon:
             LOG.info("site %s: other sites reach it on %s; linked to %s", self.config.site, self.config.site_listen,
                      ", ".join(link.name for link in self.config.sites))
         self.server.start()
-        if self.config.metrics_listen:
-            self.metrics_server = self.metrics.serve(self.config.metrics_listen, **self._metrics_endpoint)
-            LOG.info("metrics on %s", _metrics_url(self.config))
-        if self.config.console_listen:
-            self.console_server = _console(self.config, self.server.private)
-            LOG.info("console on http%s://%s", "s" if self.console_server.secure else "",
-                     _with_port(self.config.console_listen, self.console_server.port))
+        try:
+            if self.config.metrics_listen:
+                self.metrics_server = self.metrics.serve(self.config.metrics_listen, **self._metrics_endpoint)
+                LOG.info("metrics on %s", _metrics_url(self.config))
+            if self.config.console_listen:
+                self.console_server = _console(self.config, self.server.private)
+                LOG.info("console on http%s://%s", "s" if self.console_server.secure else "",
+                         _with_port(self.config.console_listen, self.console_server.port))
+        except InvalidArgument:   # an endpoint that cannot serve (its line names it): nothing is left serving
+            self.stop(grace=0)
+            raise
         LOG.info("netpeerd listening on %s%s (%s, store %s)", self.config.listen,
                  f" port {self.port}" if self.port and not self.config.listen.startswith("unix:") else "",
                  f"OVN NB {self.config.ovn_nb}" if self.backend.kind == "ovn" else "dataplane in memory: a simulation",
@@ -513,6 +518,9 @@ def serve(config: Config, mode: Mode = Mode.CHECK, path=None, dataplane: str = "
         daemon.start()
     except EpochMismatch as exc:
         daemon.stop(grace=0)
+        sys.stderr.write(f"netpeerd: {exc.message}\n")
+        return EXIT_REFUSED
+    except InvalidArgument as exc:   # metrics_listen or console_listen cannot serve; start stopped the rest
         sys.stderr.write(f"netpeerd: {exc.message}\n")
         return EXIT_REFUSED
     daemon.stopping.wait()

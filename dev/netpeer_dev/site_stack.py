@@ -154,7 +154,8 @@ class SiteStack(DevStack):
         else:
             base, listen = super().config(sweep_interval), self.site_socket
         return dataclasses.replace(base, site=self.site, site_listen=f"unix://{listen}",
-                                   gateway_group=gateway_group(self.site), sites=self.links(),
+                                   gateway_group=gateway_group(self.site), ovn_sb=self.ovn.sb_remote,
+                                   sites=self.links(),
                                    site_cert=self.pki / f"site-{self.site}.crt",
                                    site_key=self.pki / f"site-{self.site}.key", site_ca=self.pki / CA_CERT)
 

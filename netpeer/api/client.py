@@ -341,6 +341,7 @@ class Client:
                 "last_sweep_end_time": _time(s, "last_sweep_end_time"),
                 "sweep_totals": report(s.sweep_totals), "replica": s.replica, "leader": s.leader,
                 "leading": bool(s.replica) and s.replica == s.leader, "site": s.site,
+                "gateways": [{"chassis": g.chassis, "priority": g.priority, "state": g.state} for g in s.gateways],
                 "sites": [{"site": x.site, "reachable": x.reachable, "last_ok_time": _time(x, "last_ok_time"),
                            "last_error": x.last_error, "exchanges": x.exchanges, "failures": x.failures,
                            "capacity": x.capacity, "slots_used": x.slots_used,
@@ -433,11 +434,13 @@ class Client:
         return peering_json(self._call(self._net.GetPeering, pb.GetPeeringRequest(
             name=convert.peering_name(namespace, network, name))))
 
-    def list_peerings(self, namespace: str, network: str) -> list[dict[str, Any]]:
+    def list_peerings(self, namespace: str, network: str | None) -> list[dict[str, Any]]:
+        """The halves of ``network``; with None, of every network of the
+        namespace (one call a page, in network and name order)."""
         out, token = [], ""
         while True:
             r = self._call(self._net.ListPeerings, pb.ListPeeringsRequest(
-                parent=convert.network_name(namespace, network), page_size=500, page_token=token))
+                parent=convert.network_name(namespace, network or "-"), page_size=500, page_token=token))
             out += [peering_json(p) for p in r.peerings]
             token = r.next_page_token
             if not token:

@@ -226,6 +226,8 @@ def status_to_pb(status: ServerStatus) -> pb.ServerStatus:
         out.last_sweep_start_time.CopyFrom(ts(sweeps.last_started))
         out.last_sweep_end_time.CopyFrom(ts(sweeps.last_finished))
     out.site = status.site
+    for g in status.gateways:
+        out.gateways.add(chassis=g.chassis, priority=g.priority, state=g.state)
     for link in status.links:
         item = out.sites.add(site=link.site, reachable=link.reachable, last_error=link.last_error,
                              exchanges=link.exchanges, failures=link.failures, capacity=link.capacity,

@@ -145,14 +145,20 @@ class NetworkHandlers:
     @handler(READ)
     def ListPeerings(self, request, caller: Caller):
         ns, network = convert.parse_network_name("parent", request.parent)
+        network = None if network == "-" else network   # networks/-: every network of the namespace
         size = convert.page_size(request.page_size)
+        after = convert.decode_page_token(request.page_token)
+        if network is None and after and "/" not in after:   # a token of one network's list
+            raise errors.InvalidArgument.for_field("page_token", request.page_token,
+                                                   "is not a page token from a previous call")
         revision = self.service.head_revision(caller, ns)   # first: a watch from it misses nothing the list lacks
-        items = self.service.list_peerings(caller, ns, network, after=convert.decode_page_token(request.page_token),
-                                           limit=size + 1)
+        items = self.service.list_peerings(caller, ns, network, after=after, limit=size + 1)
         peerings, more = _page(items, convert.peering_to_pb, size)
+        last = items[len(peerings) - 1] if more else None
         return pb.ListPeeringsResponse(
             peerings=peerings, revision=revision,
-            next_page_token=convert.encode_page_token(items[len(peerings) - 1].name) if more else "")
+            next_page_token="" if last is None else convert.encode_page_token(
+                last.name if network else f"{last.network}/{last.name}"))
 
     @handler(WRITE)
     def UpdatePeering(self, request, caller: Caller):

@@ -139,6 +139,8 @@ def _sites(s: dict) -> list[str]:
     if not s.get("site"):
         return []
     lines = [f"site:        {s['site']}"]
+    for g in s.get("gateways", []):
+        lines.append(f"  gateway {g['chassis']}: {g['state']} (priority {g['priority']})")
     for x in s.get("sites", []):
         state = "reachable" if x["reachable"] else f"UNREACHABLE ({x['last_error'] or 'not tried yet'})"
         if x.get("diverged"):

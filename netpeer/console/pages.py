@@ -178,6 +178,9 @@ def admin(status: dict) -> str:
         f'<td>{e(s["last_ok_time"] or "never")}</td><td>{e(s["slots_used"])} / {e(s["capacity"])}</td>'
         f'<td>{e(s["pending_changes"])}</td><td class="last-error">{e(s["last_error"])}</td></tr>'
         for s in status["sites"])
+    gateways = "".join(
+        f'<tr class="gateway {e(g["state"])}" data-chassis="{e(g["chassis"])}"><th>{e(g["chassis"])}</th>'
+        f'<td class="state">{e(g["state"])}</td><td>{e(g["priority"])}</td></tr>' for g in status.get("gateways", []))
     last = status["last_sweep"] or {}
     leader = status["leader"] or "(one netpeerd, no replicas)"
     connected = "connected" if status["dataplane_connected"] else "NOT connected"
@@ -189,6 +192,9 @@ def admin(status: dict) -> str:
 <h2>Links to other sites</h2>
 <table id="sites"><thead><tr><th>site</th><th>reachable</th><th>last exchange</th><th>slots used / capacity</th>
 <th>pending changes</th><th>last error</th></tr></thead><tbody>{sites}</tbody></table>
+<h2>Gateways</h2>
+<table id="gateways"><thead><tr><th>chassis</th><th>state</th><th>priority</th></tr></thead>
+<tbody>{gateways}</tbody></table>
 <h2>Sweeps</h2>
 <dl class="sweeps"><dt>sweeps</dt><dd id="sweeps">{e(status['sweeps'])}</dd>
 <dt>last</dt><dd>{e(status['last_sweep_start_time'])} – {e(status['last_sweep_end_time'])}:

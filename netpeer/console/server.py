@@ -204,18 +204,20 @@ class Console(HttpEndpoint):
             raise
         except errors.NetpeerError as exc:
             return self._page(session, "networks", ns, "", ns, message=exc.message, status=_status(exc))
-        peered = [n["name"] for n in rows if n["peering_count"]]
-        lists = list(self._pool_map(lambda net: session.client.list_peerings(ns, net), peered))
-        peerings = dict(zip(peered, lists))
+        peerings = self._peerings(session, ns, rows)
         body = pages.networks(ns, rows, peerings, pages.graph(ns, rows, peerings), session.csrf,
                               self.graph_asset is not None)
         return self._page(session, "networks", ns, body, ns, message=message, status=status)
 
     @staticmethod
-    def _pool_map(fn, items):
-        # The peerings of many networks at once: a few calls in flight, not one after another.
-        with futures.ThreadPoolExecutor(4, thread_name_prefix="console-read") as pool:
-            return list(pool.map(fn, items))
+    def _peerings(session: Session, namespace: str, rows: list[dict]) -> dict[str, list[dict]]:
+        """The halves of the namespace's networks, by network: one
+        ListPeerings of the whole namespace (networks/-, paged), so the
+        page costs the same calls however many networks are peered."""
+        peerings: dict[str, list[dict]] = {n["name"]: [] for n in rows if n["peering_count"]}
+        for p in session.client.list_peerings(namespace, None):
+            peerings.setdefault(p["network"], []).append(p)
+        return peerings
 
     def _consent(self, request, session, form) -> Answer:
         if session.token is None:

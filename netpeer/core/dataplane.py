@@ -106,6 +106,17 @@ class SyncReport:
 WAITS_FOR_DATAPLANE = 2 ** 63 - 1
 
 
+@dataclasses.dataclass(frozen=True)
+class Gateway:
+    """A gateway chassis of this site's transit ports (its HA chassis group)."""
+
+    chassis: str
+    priority: int
+    #: "active" (it binds the site's transit ports now), "standby", or
+    #: "unknown" (the SB is not configured or does not answer).
+    state: str
+
+
 class Dataplane(Protocol):
     """A dataplane the service programs. Every method raises
     ``netpeer.errors.Unavailable`` when the dataplane cannot be reached and
@@ -156,6 +167,10 @@ class Dataplane(Protocol):
 
     def remove_strays(self, keep: Iterable[str]) -> SyncReport:
         """One transaction that removes the strays ``count_strays`` counts."""
+
+    def gateways(self) -> tuple[Gateway, ...]:
+        """This site's gateway chassis, highest priority first (none without
+        sites); never raises: what cannot be read is "unknown" or left out."""
 
     def close(self) -> None:
         """Releases the connection."""

@@ -156,7 +156,7 @@ class HttpEndpoint:
 
     def __init__(self, address: str, *, tls: ssl.SSLContext | None = None, limits: Limits = Limits(),
                  field: str, name: str):
-        self.address, self.tls, self.limits = address, tls, limits
+        self.address, self.tls, self.limits, self.field = address, tls, limits, field
         self._unix = _unix_path(address)
         self._listener = _bind(address, self._unix, limits.backlog, field)
         self.port = 0 if self._unix else self._listener.getsockname()[1]
@@ -165,18 +165,36 @@ class HttpEndpoint:
         #: Open connections waiting for a request, the longest waiting first.
         self._waiting: collections.OrderedDict[_Connection, None] = collections.OrderedDict()
         self._started = threading.Event()
+        self._failed: BaseException | None = None
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._main(),),
                                         name=name, daemon=True)
 
     def _serve(self) -> None:
-        """Starts the thread (once the subclass is ready to answer)."""
-        self._thread.start()
-        self._started.wait(10)
+        """Starts the thread (once the subclass is ready to answer). A thread
+        that fails before it serves is refused in one line naming ``field``
+        (its listener closed): otherwise the address would take connections
+        that nobody answers."""
+        try:
+            self._thread.start()
+        except RuntimeError as exc:   # no thread to be had
+            self._failed = exc
+        while self._failed is None and not self._started.wait(0.05) and self._thread.is_alive():
+            pass
+        if self._started.is_set():
+            return
+        failed = self._failed or RuntimeError("its thread ended before it served")
+        self.stop()
+        raise InvalidArgument.for_field(self.field, self.address,
+                                        f"cannot be served ({type(failed).__name__}: {failed})")
 
     # ------------------------------------------------------------ life
     async def _main(self) -> None:
-        self._stopping = asyncio.Event()
-        accept = asyncio.ensure_future(self._accept())
+        try:
+            self._stopping = asyncio.Event()
+            accept = asyncio.ensure_future(self._accept())
+        except Exception as exc:   # _serve raises it in the starting thread, in one line
+            self._failed = exc
+            return
         self._started.set()
         await self._stopping.wait()
         accept.cancel()
@@ -190,7 +208,7 @@ class HttpEndpoint:
 
     def stop(self) -> None:
         """Closes the listener and every connection; joins the threads."""
-        if self._thread.is_alive():
+        if self._thread.is_alive() and self._started.is_set():
             self._loop.call_soon_threadsafe(self._stopping.set)
             self._thread.join(10)
         self._stopped()

@@ -21,11 +21,12 @@ import logging
 import time
 from typing import Callable, Iterable
 
-from netpeer.core.dataplane import Desired, Stamp, SyncReport
+from netpeer.core.dataplane import Desired, Gateway, Stamp, SyncReport
 from netpeer.errors import FailedPrecondition, Unavailable
 from netpeer.ovn import early, names, owned, plan, rows
 from netpeer.ovn.changes import ChangeTracker
 from netpeer.ovn.connection import Connection, Disconnected, Refused, TimedOut, TryAgain
+from netpeer.ovn.gateways import Gateways
 from netpeer.ovn.ic_rows import SiteContext
 from netpeer.ovn.names import NB_SCHEMA
 from netpeer.ovn.plain import PlainReplica
@@ -84,7 +85,7 @@ class OvnBackend:
 
     def __init__(self, remote: str, owner: str = "netpeer", timeout: float = 10.0, site: SiteContext | None = None,
                  stamp_first: bool = False, on_transaction: Callable[[str, float], None] = lambda kind, seconds: None,
-                 on_keyed: Callable[[], None] = lambda: None):
+                 on_keyed: Callable[[], None] = lambda: None, sb: str = ""):
         """``on_transaction``: told (kind, seconds) after every NB transaction
         (``netpeer.observe.metrics``); ``on_keyed``: told, on the connection's
         thread, when one of our transit switch ports got its tunnel key
@@ -101,6 +102,8 @@ class OvnBackend:
         self._conn = Connection(remote, NB_SCHEMA, COLUMNS, named=ROOT_TABLES + REF_TABLES,
                                 on_change=self.changes.note, timeout=timeout, backoff=RECONNECT_BACKOFF_MS / 1000,
                                 hold=STAMP_FIRST_S if stamp_first else 0.0, name="ovn-nb")
+        #: The site's gateway chassis (``sb``: the site's SB, for which one is active).
+        self._gateways = Gateways(self._conn, site.gateway_group, sb) if site is not None else None
 
     # ------------------------------------------------------------ connection
     def start_replica(self) -> None:
@@ -307,7 +310,12 @@ class OvnBackend:
         """Our rows by table (for status and tests): their external_ids."""
         return self.read(lambda replica: owned.owned_ids(replica, self.owner))
 
+    def gateways(self) -> tuple[Gateway, ...]:
+        return self._gateways.read() if self._gateways is not None else ()
+
     def close(self) -> None:
+        if self._gateways is not None:
+            self._gateways.close()
         self._conn.close()
 
 

@@ -164,6 +164,9 @@ class MemoryDataplane:
         with self._lock:
             return list(self.networks.values())
 
+    def gateways(self) -> tuple:
+        return ()   # no chassis
+
     def close(self) -> None:
         pass
 

@@ -62,6 +62,7 @@ class ServerStatus:
     replica: str = ""      # this process, as the sweeper lease names it
     leader: str = ""       # the replica that runs the sweeps ("" while none does)
     dataplane: str = ""    # what it programs: "ovn", "memory" (Dataplane.kind)
+    gateways: tuple = ()   # netpeer.core.dataplane.Gateway, this site's, highest priority first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,7 +292,7 @@ class Service:
                                          top_namespaces=use.get(x.site, (0, ()))[1]) for x in links]
         return ServerStatus(__version__, self.dataplane.connected, sweeps, self.sites.here,
                             tuple(links), self.leadership.name, self.leadership.leader(),
-                            self.dataplane.kind)
+                            self.dataplane.kind, self.dataplane.gateways())
 
     def record_sweeps(self, status: SweepStatus) -> None:
         """On the replica that sweeps: its sweeps' status, for the others."""
@@ -563,9 +564,16 @@ class Service:
                                resource=_peering_resource(PeeringKey(namespace, network, name)))
             return p
 
-    def list_peerings(self, caller: Caller, namespace: str, network: str, after: str = "",
+    def list_peerings(self, caller: Caller, namespace: str, network: str | None, after: str = "",
                       limit: int = 100) -> list[Peering]:
+        """The halves of ``network``, after the name ``after``; with no
+        network, the whole namespace's in (network, name) order, after
+        ``after`` = "network/name"."""
         self._authorize(caller, namespace)
+        if network is None:
+            last = tuple(after.split("/", 1)) if "/" in after else ("", "")
+            with self.store.read() as tx:
+                return tx.peerings_in(namespace, after=last, limit=limit)
         validate.name("network", network)
         with self.store.read() as tx:
             if tx.get_network(NetworkKey(namespace, network)) is None:

@@ -44,6 +44,11 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def peerings_of(self, network: NetworkKey, after: str = "", limit: int | None = None) -> list[Peering]: ...
     @abc.abstractmethod
+    def peerings_in(self, namespace: str, after: tuple[str, str] = ("", ""),
+                    limit: int | None = None) -> list[Peering]:
+        """The namespace's halves (of this site's networks) in (network,
+        name) order, after ``after``."""
+    @abc.abstractmethod
     def peerings_towards(self, network: NetworkKey) -> list[Peering]: ...
     @abc.abstractmethod
     def put_peering(self, peering: Peering) -> None: ...

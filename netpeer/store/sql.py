@@ -191,6 +191,16 @@ class SqlTx(RequestsSql, SiteMirrorSql, Transaction):
             args.append(limit)
         return [peering_from(r) for r in self._q(sql, args)]
 
+    def peerings_in(self, namespace: str, after: tuple[str, str] = ("", ""),
+                    limit: int | None = None) -> list[Peering]:
+        sql = (f"SELECT {PEER_COLS} FROM peerings WHERE namespace=? AND (network > ? OR (network = ? AND name > ?)) "
+               "ORDER BY network, name")
+        args: list = [namespace, after[0], after[0], after[1]]
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [peering_from(r) for r in self._q(sql, args)]
+
     def peerings_towards(self, network: NetworkKey) -> list[Peering]:
         return [peering_from(r) for r in self._q(
             f"SELECT {PEER_COLS} FROM peerings WHERE remote_namespace=? AND remote_network=? AND remote_site=? "

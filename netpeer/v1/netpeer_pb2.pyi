@@ -458,7 +458,7 @@ class SweepReport(_message.Message):
     def __init__(self, expired: _Optional[int] = ..., repaired_rows: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class ServerStatus(_message.Message):
-    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals", "site", "sites", "replica", "leader", "dataplane")
+    __slots__ = ("version", "dataplane_connected", "sweeps", "last_sweep", "last_sweep_start_time", "last_sweep_end_time", "sweep_totals", "site", "sites", "replica", "leader", "dataplane", "gateways")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DATAPLANE_CONNECTED_FIELD_NUMBER: _ClassVar[int]
     SWEEPS_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +471,7 @@ class ServerStatus(_message.Message):
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     DATAPLANE_FIELD_NUMBER: _ClassVar[int]
+    GATEWAYS_FIELD_NUMBER: _ClassVar[int]
     version: str
     dataplane_connected: bool
     sweeps: int
@@ -483,7 +484,18 @@ class ServerStatus(_message.Message):
     replica: str
     leader: str
     dataplane: str
-    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ..., site: _Optional[str] = ..., sites: _Optional[_Iterable[_Union[SiteLinkStatus, _Mapping]]] = ..., replica: _Optional[str] = ..., leader: _Optional[str] = ..., dataplane: _Optional[str] = ...) -> None: ...
+    gateways: _containers.RepeatedCompositeFieldContainer[Gateway]
+    def __init__(self, version: _Optional[str] = ..., dataplane_connected: _Optional[bool] = ..., sweeps: _Optional[int] = ..., last_sweep: _Optional[_Union[SweepReport, _Mapping]] = ..., last_sweep_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_sweep_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_totals: _Optional[_Union[SweepReport, _Mapping]] = ..., site: _Optional[str] = ..., sites: _Optional[_Iterable[_Union[SiteLinkStatus, _Mapping]]] = ..., replica: _Optional[str] = ..., leader: _Optional[str] = ..., dataplane: _Optional[str] = ..., gateways: _Optional[_Iterable[_Union[Gateway, _Mapping]]] = ...) -> None: ...
+
+class Gateway(_message.Message):
+    __slots__ = ("chassis", "priority", "state")
+    CHASSIS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    chassis: str
+    priority: int
+    state: str
+    def __init__(self, chassis: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
 class SiteLinkStatus(_message.Message):
     __slots__ = ("site", "reachable", "last_ok_time", "last_error", "exchanges", "failures", "capacity", "slots_used", "top_namespaces", "bytes_sent", "bytes_received", "resyncs_sent", "resyncs_received", "pending_changes", "diverged", "items_told", "items_held")

@@ -196,7 +196,7 @@ def two_sites():
             _site_setup(ovn, here, other)
         keys.start()
         for here, other in (("east", "west"), ("west", "east")):
-            extra = {"console_listen": "127.0.0.1:0"} if here == "east" else {}
+            extra = {"console_listen": "127.0.0.1:0", "ovn_sb": keys.daemons[here].sb_remote} if here == "east" else {}
             netpeerds[here] = start_netpeerd(
                 keys.daemons[here], root / here, site=here, gateway_group=f"np-gw-{here}", sweep_interval="1s",
                 site_listen=f"unix://{root / here / 'site.sock'}",
@@ -230,6 +230,12 @@ def test_the_admin_sees_two_sites_and_a_link_cut_and_healed(two_sites, browser):
     wait_until(lambda: link_shows("yes"), 20, "the admin view never showed west reachable")
     capacity = east.client().status()["sites"][0]["capacity"]
     assert page.inner_text("#site") == "east" and f"0 / {capacity}" in page.inner_text('tr[data-site="west"]')
+    # The site's gateways, as GetStatus reads them in OVN (no chassis here binds a transit port: standby).
+    for chassis, priority in (("east-gw1", "20"), ("east-gw2", "10")):
+        east.ovn.nbctl("ha-chassis-group-add-chassis", "np-gw-east", chassis, priority)
+    page.reload()
+    assert [page.inner_text(f'tr[data-chassis="{c}"]').split() for c in ("east-gw1", "east-gw2")] == \
+        [["east-gw1", "standby", "20"], ["east-gw2", "standby", "10"]]
     shot(page, "admin")
     # Cut: east's link now points where nothing listens (a reload, as SIGHUP does).
     config = east.daemon.config

@@ -298,6 +298,8 @@ def test_config_refuses_bad_site_settings(tmp_path):
         'endpoint = "x"\nsecret_file = "s"\n': "sites.east: 'east' is this netpeerd's own site",
         'site = "east"\n[interconnect]\nlisten = "unix:///tmp/s"\ngateway_group = "g"\n[sites.west]\n'
         'endpoint = "x"\nsecret_file = "s"\ntransit_ipv4 = "10.0.0.0/16"\n': "sites.west.transit_ipv4",
+        'site = "east"\n[interconnect]\nlisten = "unix:///tmp/s"\ngateway_group = "g"\novn_sb = "sb.sock"\n'
+        '[sites.west]\nendpoint = "x"\nsecret_file = "s"\n': "interconnect.ovn_sb: 'sb.sock'",
     }
     for text, words in cases.items():
         path = tmp_path / "c.toml"
@@ -305,6 +307,18 @@ def test_config_refuses_bad_site_settings(tmp_path):
         with pytest.raises(errors.InvalidArgument) as exc:
             Config.load(path)
         assert words in exc.value.message and "\n" not in exc.value.message
+
+
+
+def test_config_reads_the_sites_ovn_sb_back(tmp_path):
+    from netpeer.config import Config
+    path = tmp_path / "c.toml"
+    path.write_text('listen = "unix:///tmp/x.sock"\nstore = "x.db"\novn_nb = "unix:/tmp/nb.sock"\nsite = "east"\n'
+                    '[interconnect]\nlisten = "unix:///tmp/s"\ngateway_group = "g"\novn_sb = "unix:/tmp/sb.sock"\n'
+                    '[sites.west]\nendpoint = "x"\nsecret_file = "s"\n')
+    config = Config.load(path)
+    assert config.ovn_sb == "unix:/tmp/sb.sock"
+    assert Config.load(config.write(tmp_path / "again.toml")) == config
 
 
 

@@ -128,6 +128,24 @@ def test_networks_and_peerings_read_back_as_written(store):
         assert kinds == [("network", "na", "Created"), ("peering", "p", "Created"), ("peering", "p", "Deleted")]
 
 
+def test_a_namespaces_halves_read_in_network_and_name_order_page_by_page(store):
+    nets = [net("a", name, i) for i, name in enumerate(("n1", "n2", "n3"), 1)]
+    remotes = [net("b", f"m{i}", 10 + i) for i in range(5)]
+    with store.write() as tx:
+        for n in nets + remotes:
+            tx.put_network(n)
+        for i, (a, name) in enumerate(((nets[1], "z"), (nets[0], "y"), (nets[1], "a"), (nets[2], "q"))):
+            tx.put_peering(half(a, remotes[i], name))
+        tx.put_peering(half(remotes[4], nets[0], "x"))
+    with store.read() as tx:
+        every = [(p.network, p.name) for p in tx.peerings_in("a")]
+        first = [(p.network, p.name) for p in tx.peerings_in("a", limit=2)]
+        rest = [(p.network, p.name) for p in tx.peerings_in("a", after=first[-1])]
+        assert tx.peerings_in("c") == []
+    assert every == [("n1", "y"), ("n2", "a"), ("n2", "z"), ("n3", "q")]
+    assert first + rest == every
+
+
 def test_halves_naming_another_site_are_their_own_and_mark_their_network(store):
     a, b = net("a", "na", 1), net("b", "nb", 2)
     here = half(a, b, "here")
