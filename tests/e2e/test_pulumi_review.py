@@ -59,3 +59,23 @@ def test_check_errors_name_the_value_and_come_all_at_once(stacks, netpeerd, pulu
                  "subnets[2]: '10.2.0.0/25' overlaps subnets[1] (10.2.0.0/24)"):
         assert line in out, out
     assert netpeerd.client().list_networks("team-a") == []
+
+
+def test_the_python_dynamic_face_warns_and_names_values_too(stacks, netpeerd):
+    a = stacks("tenant-a", netpeerd.token("team-a"))
+    b = stacks("tenant-b", netpeerd.token("team-b"))
+    a.up()
+    b.up()
+    a.run("refresh", "--yes")
+    a.config("remoteNetwork", "net-z")   # another remote: a replace of the Bound half
+    preview = text(a.run("preview"))
+    assert ("peering team-a/net-a/to-b is Bound to team-b/net-b: replacing it withdraws this half, and "
+            "team-b/net-b is disconnected from team-a/net-a until the new peering binds") in preview, preview
+    a.run("config", "rm", "remoteNetwork")
+    a.config("subnets", '["10.1.0.0/33", "10.2.0.0/24", "10.2.0.0/25"]')
+    bad = a.run("preview", check=False)
+    out = text(bad)
+    assert bad.returncode != 0 and "<nil>" not in out, out
+    for line in ("subnets[0]: '10.1.0.0/33' is not a CIDR prefix (like 10.0.0.0/24)",
+                 "subnets[2]: '10.2.0.0/25' overlaps subnets[1] (10.2.0.0/24)"):
+        assert line in out, out
