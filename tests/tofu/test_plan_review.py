@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
 
+from netpeer.core.models import TokenLimits
+from netpeer.service.budget import Budgets
 from tests.tofu.test_netpeer import errors
 
 pytestmark = pytest.mark.tofu
@@ -147,3 +150,27 @@ resource "netpeer_network" "bad" {
     ]), text
     assert text.count('in resource "netpeer_network" "bad"') == 3, text
     assert netpeerd.client().list_networks("team-a") == []
+
+
+def test_a_plan_of_many_peerings_waits_for_the_token_budget(modules, netpeerd):
+    """A plan asks the service once per resource, ten at a time: when the token's validate-only budget
+    runs out, the service says when to retry, and the plan waits for it instead of failing."""
+    netpeerd.tenant("team-a").create_network("team-a", "net-a", ["10.1.0.0/24"])
+    # A small budget (spent by a few calls) refills in seconds: a plan of 16 peerings outruns it.
+    netpeerd.service.budgets = Budgets(TokenLimits(validate_only_lock_share=0.01,
+                                                   validate_only_burst=timedelta(milliseconds=1)))
+    a = modules("a", "team-a")
+    a.write(MODULE.split("variable")[0] + """
+resource "netpeer_peering" "many" {
+  count            = 16
+  network          = "net-a"
+  name             = "to-x${count.index}"
+  remote_namespace = "team-x"
+  remote_network   = "net-x${count.index}"
+}
+""")
+    a.init()
+    after, unknown = planned(a, "-parallelism=16")
+    phases = [(after[f"netpeer_peering.many[{i}]"]["phase"], "phase" in unknown[f"netpeer_peering.many[{i}]"])
+              for i in range(16)]
+    assert phases == [("Pending", False)] * 16, phases
