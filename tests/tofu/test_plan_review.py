@@ -174,3 +174,29 @@ resource "netpeer_peering" "many" {
     phases = [(after[f"netpeer_peering.many[{i}]"]["phase"], "phase" in unknown[f"netpeer_peering.many[{i}]"])
               for i in range(16)]
     assert phases == [("Pending", False)] * 16, phases
+
+
+def test_the_predicted_phase_reveals_nothing_a_create_would_not(modules, netpeerd):
+    """A remote network that does not exist, one that exists but has not consented, and one whose
+    namespace the token cannot see plan alike (names blanked): Pending, AwaitingRemote."""
+    netpeerd.tenant("team-a").create_network("team-a", "net-a", ["10.1.0.0/24"])
+    netpeerd.tenant("team-e").create_network("team-e", "net-e", ["10.5.0.0/24"])   # exists, no consent
+    a = modules("a", "team-a")
+    remotes = {"missing": ("team-d", "net-d"), "silent": ("team-e", "net-e"), "other": ("team-e", "net-q")}
+    a.write(MODULE.split("variable")[0] + "".join(f"""
+resource "netpeer_peering" "{key}" {{
+  network          = "net-a"
+  name             = "to-{key}"
+  remote_namespace = "{ns}"
+  remote_network   = "{net}"
+}}
+""" for key, (ns, net) in remotes.items()))
+    a.init()
+    after, _ = planned(a)
+
+    def blanked(key: str) -> tuple:
+        v = after[f"netpeer_peering.{key}"]
+        ns, net = remotes[key]
+        return v["phase"], v["reason"], v["message"].replace(f"{ns}/{net}", "REMOTE").replace(f"to-{key}", "NAME")
+    seen = {key: blanked(key) for key in remotes}
+    assert len(set(seen.values())) == 1 and seen["missing"][:2] == ("Pending", "AwaitingRemote"), seen
