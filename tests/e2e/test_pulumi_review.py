@@ -54,6 +54,7 @@ def test_check_errors_name_the_value_and_come_all_at_once(stacks, netpeerd, pulu
     bad = a.run("preview", check=False)
     out = text(bad)
     assert bad.returncode != 0 and "<nil>" not in out, out
+    assert "property subnets value {[{10.1.0.0/33} {10.2.0.0/24} {10.2.0.0/25}]} has a problem: subnets[0]" in out, out
     for line in ("subnets[0]: '10.1.0.0/33' is not a CIDR prefix (like 10.0.0.0/24)",
                  "routes[0].nextHop: '10.2.0.999' is not an IP address",
                  "subnets[2]: '10.2.0.0/25' overlaps subnets[1] (10.2.0.0/24)"):
