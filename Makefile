@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 
 .PHONY: setup demo demo-down demo-sites demo-sites-down walkthrough test test-fast check-proto proto
-.PHONY: schema check-schema clean help bench bench-quick jepsen
+.PHONY: schema check-schema clean help bench bench-quick jepsen packages
 
 setup:                ## install OVN, Open vSwitch and the Python environment
 	bash scripts/setup.sh
@@ -38,6 +38,9 @@ check-schema: setup   ## schema/pulumi/schema.json is what the provider core des
 
 test: setup check-proto check-schema  ## the whole suite, against real OVN daemons
 	$(PY) -m pytest -q -rfEs
+
+packages: setup       ## dist/: the wheel, the Pulumi plugin tarball, the OpenTofu mirror + lock file, the npm SDK
+	PYTHON=$(PY) bash scripts/build-packages.sh
 
 test-fast: setup      ## unit tests only
 	$(PY) -m pytest -q tests/unit

@@ -15,6 +15,8 @@ theirs with ``Config.write``).
     log_level = "INFO"
     log_format = "text"                  # or "json"
     metrics_listen = "127.0.0.1:9464"    # Prometheus: http://127.0.0.1:9464/metrics (TLS unless loopback or unix)
+    console_listen = "127.0.0.1:8443"    # the web console (docs/console.md): TLS ([tls]) unless loopback
+    console_assets = "~/.cache/netpeer/console"   # where set-up put the graph library
     attachment_grace = "60s"             # a network's unused slot on a site link is released after this
     [tls]
     cert = "..."  key = "..."  client_ca = "..."
@@ -101,6 +103,12 @@ class Config:
     metrics_bearer_token_file: Path | None = None
     metrics_basic_auth_username: str | None = None
     metrics_basic_auth_password_file: Path | None = None
+    #: The web console (``netpeer.console``): host:port; TLS with [tls]'s
+    #: cert and key unless loopback. None: off.
+    console_listen: str | None = None
+    #: The directory holding the graph library the console serves
+    #: (``cytoscape.min.js``, put there by scripts/setup.sh).
+    console_assets: Path | None = None
     quotas: Quotas = Quotas()
     limits: TokenLimits = TokenLimits()
     #: A network's slot on the link to another site (its transit port) is
@@ -139,6 +147,10 @@ class Config:
             lines.append(f"full_sweep_interval = {q(validate.format_duration(self.full_sweep_interval))}")
         if self.metrics_listen:
             lines.append(f"metrics_listen = {q(self.metrics_listen)}")
+        if self.console_listen:
+            lines.append(f"console_listen = {q(self.console_listen)}")
+        if self.console_assets is not None:
+            lines.append(f"console_assets = {q(self.console_assets)}")
         if self.leader_lease != timedelta(seconds=3):
             lines.append(f"leader_lease = {q(validate.format_duration(self.leader_lease))}")
         if self.attachment_grace != Config.attachment_grace:
@@ -204,7 +216,7 @@ class Config:
 
         _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
                      "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format",
-                     "metrics_listen", "metrics", "quotas", "limits", "watch", "leader_lease", "attachment_grace",
+                     "metrics_listen", "metrics", "console_listen", "console_assets", "quotas", "limits", "watch", "leader_lease", "attachment_grace",
                      "site", "interconnect", "sites"}, "")
         for key in ("listen", "store", "ovn_nb"):
             if not raw.get(key):
@@ -256,9 +268,25 @@ class Config:
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
             log_level=level, log_format=log_format, quotas=_quotas(raw), limits=_limits(raw),
             watch=_counts(raw, "watch", WatchLimits, 1_000_000), attachment_grace=grace, **metrics,
-            **_sites(raw, p))
+            console_listen=_console_listen(raw.get("console_listen")),
+            console_assets=p(raw.get("console_assets"), "console_assets"), **_sites(raw, p))
         config.check_metrics()
+        config.check_console()
         return config
+
+    def check_console(self) -> None:
+        """The console follows ``listen``'s rule (plaintext on loopback
+        only, TLS with [tls]'s cert and key otherwise); it is refused where
+        the API asks callers for a client certificate, which a browser's
+        session could not present. One line naming the setting."""
+        if self.console_listen is None:
+            return
+        host_port("console_listen", self.console_listen, any_port=True)
+        check_listen(self.console_listen, tls=self.tls_cert is not None, field="console_listen")
+        if self.tls_client_ca is not None:
+            raise InvalidArgument.for_field("console_listen", self.console_listen,
+                                            "cannot be used with [tls] client_ca: the API asks every caller for a "
+                                            "client certificate, which the console's sessions do not have")
 
     def check_metrics(self) -> None:
         """The metrics endpoint follows ``listen``'s rule: plaintext only on
@@ -317,6 +345,13 @@ def _metrics(raw: dict, p) -> dict:
     return {"metrics_listen": listen, "metrics_basic_auth_username": user,
             **{f"metrics_{k}": p(table.get(k), f"metrics.{k}")
                for k in ("cert", "key", "bearer_token_file", "basic_auth_password_file")}}
+
+
+def _console_listen(value) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value or value.startswith("unix:")):
+        raise InvalidArgument.for_field("console_listen", value, "must be HOST:PORT (like 127.0.0.1:8443): "
+                                        "browsers reach the console over TCP")
+    return value
 
 
 def _check_url(url: str) -> None:

@@ -85,7 +85,12 @@ class Daemon:
             raise InvalidArgument.for_field("tls", "cert/key", "needs both [tls] cert and [tls] key")
         check_listen(config.listen, tls=config.tls_cert is not None)   # before anything is opened
         config.check_metrics()
+        config.check_console()
         self._metrics_endpoint = _metrics_endpoint(config)
+        self.console_server, self._console_dir = None, None
+        if config.console_listen:   # the console reaches the API over a socket only this process may enter
+            import tempfile
+            self._console_dir = tempfile.mkdtemp(prefix="netpeer-console-")
         self.config = config
         self.mode = mode
         self.exit_code = 0
@@ -134,7 +139,8 @@ class Daemon:
             tls_cert=config.tls_cert.read_bytes() if config.tls_cert else None,
             tls_key=config.tls_key.read_bytes() if config.tls_key else None,
             client_ca=config.tls_client_ca.read_bytes() if config.tls_client_ca else None,
-            limits=Limits(read_workers=workers), metrics=self.metrics, watch=config.watch)
+            limits=Limits(read_workers=workers), metrics=self.metrics, watch=config.watch,
+            private=f"unix://{self._console_dir}/api.sock" if self._console_dir else None)
         self.port = self.server.port
         if config.metrics_listen:
             self.metrics.state(lambda: {"peerings": self.service.phase_counts(),
@@ -364,6 +370,10 @@ class Daemon:
         if self.config.metrics_listen:
             self.metrics_server = self.metrics.serve(self.config.metrics_listen, **self._metrics_endpoint)
             LOG.info("metrics on %s", _metrics_url(self.config))
+        if self.config.console_listen:
+            self.console_server = _console(self.config, self.server.private)
+            LOG.info("console on http%s://%s", "s" if self.console_server.secure else "",
+                     _with_port(self.config.console_listen, self.console_server.port))
         LOG.info("netpeerd listening on %s%s (%s, store %s)", self.config.listen,
                  f" port {self.port}" if self.port and not self.config.listen.startswith("unix:") else "",
                  f"OVN NB {self.config.ovn_nb}" if self.backend.kind == "ovn" else "dataplane in memory: a simulation",
@@ -379,6 +389,8 @@ class Daemon:
         self.service.reconciler.wake()
         if self.metrics_server is not None:
             self.metrics_server.stop()
+        if self.console_server is not None:
+            self.console_server.stop()
         if self.site_server is not None:
             self.site_server.stop(grace=min(grace, 1.0))
             self.service.sites.poke(self.service.sites.capacity)
@@ -390,6 +402,9 @@ class Daemon:
                 thread.join(timeout=5)
         self.backend.close()
         self.store.close()
+        if self._console_dir is not None:
+            import shutil
+            shutil.rmtree(self._console_dir, ignore_errors=True)
         LOG.info("netpeerd stopped")
 
 
@@ -427,6 +442,19 @@ def _metrics_endpoint(config: Config) -> dict:
         access = Access(basic_auth=(config.metrics_basic_auth_username, linkfiles.read_secret(
             "metrics.basic_auth_password_file", config.metrics_basic_auth_password_file)))
     return {"tls": tls, "access": access}
+
+
+def _console(config: Config, api: str):
+    """The web console (``netpeer.console``), over TLS with [tls]'s cert and
+    key when they are set."""
+    from netpeer.console.server import Console
+    from netpeer.observe.endpoint import tls_context
+    tls = tls_context(config.tls_cert, config.tls_key, "tls.cert") if config.tls_cert is not None else None
+    return Console(config.console_listen, api, tls=tls, assets=config.console_assets)
+
+
+def _with_port(listen: str, port: int) -> str:
+    return f"{listen.rsplit(':', 1)[0]}:{port}"
 
 
 def _metrics_url(config: Config) -> str:

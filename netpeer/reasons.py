@@ -30,6 +30,8 @@ class Reason(enum.StrEnum):
     NETWORK_NOT_FOUND = "NETWORK_NOT_FOUND"
     PEERING_NOT_FOUND = "PEERING_NOT_FOUND"
     TOKEN_NOT_FOUND = "TOKEN_NOT_FOUND"
+    REQUEST_NOT_FOUND = "REQUEST_NOT_FOUND"            # no peering request has that id (malformed, or another network's)
+    REQUEST_WITHDRAWN = "REQUEST_WITHDRAWN"            # the request's half is gone (withdrawn, expired, or made again)
     # ALREADY_EXISTS
     ALREADY_EXISTS = "ALREADY_EXISTS"                  # some other thing of that name exists
     NETWORK_EXISTS = "NETWORK_EXISTS"

@@ -9,7 +9,7 @@ so it is refused where the configuration looks like production. The rule,
 checked before anything is opened:
 
 - everything netpeerd listens on or calls is on this machine: ``listen``,
-  ``[interconnect] listen``, ``metrics_listen`` and every
+  ``[interconnect] listen``, ``metrics_listen``, ``console_listen`` and every
   ``[sites.NAME] endpoint`` are loopback or a unix socket (the same
   resolved-address check as for TLS);
 - no TLS is configured (``[tls]``, ``[metrics] cert``, ``[interconnect] cert/key/ca``,
@@ -37,7 +37,7 @@ def why_refused(config: Config) -> str | None:
     """Why ``config`` looks like production (one clause), or None."""
     from netpeer.listen import is_local_address
     addresses = [("listen", config.listen), ("interconnect.listen", config.site_listen),
-                 ("metrics_listen", config.metrics_listen)]
+                 ("metrics_listen", config.metrics_listen), ("console_listen", config.console_listen)]
     # A site's endpoint may list its replicas, comma-separated: every one of them.
     addresses += [(f"sites.{link.name}.endpoint", one.strip()) for link in config.sites
                   for one in link.endpoint.split(",") if one.strip()]

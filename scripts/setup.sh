@@ -4,11 +4,16 @@
 #   - the Python environment in .venv (netpeer in editable mode, with dev extras)
 #   - the Pulumi CLI built from its Go modules (scripts/install-pulumi.sh; cached)
 #   - its YAML and Node.js language hosts and the TypeScript SDK (scripts/install-pulumi-languages.sh; cached)
+#   - the venv of the CrossGuard policy pack examples/policy/pulumi, apart from .venv (scripts/install-pulumi-policy.sh; cached)
 #   - lincheck, the linearizability checker: tests/linearizability/checker over Porcupine from the Go
 #     module proxy (scripts/install-porcupine.sh; cached)
-#   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh)
+#   - netpeer's Pulumi provider plugin in ${PULUMI_HOME:-~/.pulumi} (scripts/install-pulumi-plugin.sh: the
+#     self-contained package of scripts/build-packages.sh, versioned; cached)
+#   - the web console's graph library from the npm registry (scripts/install-console-assets.sh; cached),
+#     and Debian's chromium for tests/console (not with --demo or --sites)
 #   - OpenTofu and the provider protocol stubs (scripts/install-opentofu.sh; cached), and netpeer's
-#     provider in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
+#     provider package in OpenTofu's implied local mirror under ~/.terraform.d (scripts/install-tofu-provider.sh)
+#   - OPA, which evaluates examples/policy/opa over `tofu show -json` (scripts/install-opa.sh; cached)
 # Safe to re-run. Prints progress on stderr. --no-pulumi skips the Pulumi CLI (and the languages),
 # --no-pulumi-languages only the YAML/TypeScript toolchain, --no-opentofu OpenTofu,
 # --no-wireguard wireguard-go (then `netpeer dev up --sites` and tests/sites fail, saying so),
@@ -27,6 +32,7 @@ want_wireguard=1
 want_porcupine=1
 want_postgresql=1
 want_ic=1
+want_chromium=1
 for arg in "$@"; do
   case "$arg" in
     --no-pulumi) want_pulumi=0 ;;
@@ -35,8 +41,8 @@ for arg in "$@"; do
     --no-wireguard) want_wireguard=0 ;;
     --no-porcupine) want_porcupine=0 ;;
     --demo) want_pulumi_languages=0; want_opentofu=0; want_wireguard=0; want_porcupine=0; want_postgresql=0
-            want_ic=0 ;;
-    --sites) want_pulumi_languages=0; want_opentofu=0; want_porcupine=0; want_postgresql=0 ;;
+            want_ic=0; want_chromium=0 ;;
+    --sites) want_pulumi_languages=0; want_opentofu=0; want_porcupine=0; want_postgresql=0; want_chromium=0 ;;
     *) echo "setup: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +53,8 @@ done
 APT_PACKAGES=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 iputils-ping procps openssl)
 if [ "$want_ic" = 1 ]; then APT_PACKAGES+=(ovn-ic ovn-ic-db); fi
 if [ "$want_postgresql" = 1 ]; then APT_PACKAGES+=(postgresql); fi
+# chromium: tests/console drive it with Playwright (never a browser Playwright downloads).
+if [ "$want_chromium" = 1 ]; then APT_PACKAGES+=(chromium); fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -106,6 +114,10 @@ if [ -f "$sys_json" ] && [ ! -e "$venv_ovs/_json$ext" ]; then
   fi
 fi
 
+# --- the console's graph library (make demo shows the console too) -------------
+bash scripts/install-console-assets.sh >/dev/null \
+  || say "warning: the console's graph library did not install: the console shows tables without the graph"
+
 # --- Pulumi CLI --------------------------------------------------------------
 if [ "$want_pulumi" = 1 ]; then
   bash scripts/install-pulumi.sh >/dev/null
@@ -115,6 +127,8 @@ if [ "$want_pulumi" = 1 ]; then
     # Not fatal: the Python toolchain works without it.
     bash scripts/install-pulumi-languages.sh >/dev/null \
       || say "warning: the YAML/TypeScript toolchain for Pulumi failed to install (see above)"
+    # The policy pack's own venv (pulumi-policy pins an older protobuf), linked into the example pack.
+    PYTHON="$PY" bash scripts/install-pulumi-policy.sh examples/policy/pulumi >/dev/null
   fi
 fi
 
@@ -122,6 +136,7 @@ fi
 if [ "$want_opentofu" = 1 ]; then
   PYTHON=.venv/bin/python bash scripts/install-opentofu.sh >/dev/null
   PYTHON=.venv/bin/python bash scripts/install-tofu-provider.sh >/dev/null
+  bash scripts/install-opa.sh >/dev/null
 fi
 
 # --- wireguard-go (userspace WireGuard between the sites of `netpeer dev up --sites`) ---

@@ -248,7 +248,10 @@ class Stack:
                         PULUMI_PYTHON_CMD=str(venv / "bin" / "python"))
         self.runtime = next((line.split(":", 1)[1].strip() for line in project.splitlines()
                              if line.startswith("runtime:") and line.split(":", 1)[1].strip()), "python")
-        if self.runtime != "python":  # YAML, TypeScript: netpeer's provider plugin, in this Pulumi home
+        # YAML, TypeScript: netpeer's provider plugin in this Pulumi home, installed from its package (the
+        # tarball of scripts/build-packages.sh), not from this checkout. Python programs run the dynamic
+        # providers in the venv running the tests, as a Python program runs them in its own venv.
+        if self.runtime != "python":
             out = subprocess.run(["bash", str(ROOT / "scripts/install-pulumi-plugin.sh")], capture_output=True,
                                  text=True, timeout=600, env={**self.env, "NETPEER_PYTHON": sys.executable})
             if out.returncode != 0:

@@ -366,6 +366,8 @@ class Demo:
         print("            .venv/bin/netpeer dev status;  .venv/bin/netpeer dev instance list")
         print(f"            ovn-nbctl --db={self.stack.ovn.nb_remote} show")
         print(f"            . {self.dir / 'pulumi.env'} && cd {self.dir / a.example} && pulumi stack output")
+        print(f"  console:  {self.stack.console_url}  (sign in with tenant A's token: "
+              f"jq -r '.\"team-a\"' {self.dir / 'tokens.json'}; the admin's: {self.stack.token_file})")
         print("  stop:     make demo-down")
         (self.dir / "last-run.json").write_text(json.dumps({
             "rerun": rerun, "consent_to_first_ping_s": (first_ping - bound_at[0]) if bound_at else None,

@@ -86,11 +86,17 @@ class DevStack:
         """A loopback port for netpeerd's metrics, chosen once per state dir."""
         return port_in(self.metrics_port_file)
 
+    @property
+    def console_url(self) -> str:
+        """The web console (docs/console.md), on a loopback port chosen once per state dir."""
+        return f"http://127.0.0.1:{port_in(self.dir / 'console.port')}"
+
     def config(self, sweep_interval: str = "5s") -> Config:
         return Config(listen=self.endpoint, store=self.dir / "netpeer.db", ovn_nb=self.ovn.nb_remote,
                       admin_token_file=self.token_file, sweep_interval=validate.ttl("--sweep-interval",
                                                                                     sweep_interval),
-                      metrics_listen=f"127.0.0.1:{self.metrics_port()}" if self.dir.exists() else None)
+                      metrics_listen=f"127.0.0.1:{self.metrics_port()}" if self.dir.exists() else None,
+                      console_listen=self.console_url[len("http://"):] if self.dir.exists() else None)
 
     def netpeerd(self, sweep_interval: str = "5s") -> NetpeerdProcess:
         token = self.admin_token() if self.token_file.exists() else ""

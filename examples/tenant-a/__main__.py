@@ -36,4 +36,6 @@ pulumi.export("message", peering.message)
 pulumi.export("remote_uid", peering.remote_uid)
 pulumi.export("last_phase_transition_time", peering.last_phase_transition_time)
 pulumi.export("expires_at", peering.expires_at)
+pulumi.export("dataplane", peering.dataplane)              # Programming while a chassis lags behind, else Programmed
+pulumi.export("programmed_at", peering.programmed_at)
 pulumi.export("peered_networks", network.peered_networks)

@@ -21,5 +21,6 @@ const peering = new netpeer.NetworkPeering("to-a", {
 export const network_uid = network.uid;
 export const phase = peering.phase;                        // Pending, Bound or Failed
 export const reason = peering.reason;
+export const dataplane = peering.dataplane;                // Programming while a chassis lags behind, else Programmed
 export const remote_uid = peering.remoteUid;
 export const peered_networks = network.peeredNetworks;

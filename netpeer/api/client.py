@@ -47,11 +47,14 @@ def event_json(e: pb.WatchEvent) -> dict[str, Any]:
     if e.type == pb.WatchEvent.BOOKMARK:
         return out
     parts = e.name.split("/")
-    out["kind"] = "peering" if "peerings" in parts else "network"
+    out["kind"] = ("peering" if "peerings" in parts else "peering_request" if "peeringRequests" in parts
+                   else "network")
     out["namespace"] = parts[1]
     out["network"] = parts[3]
-    out["name"] = parts[5] if out["kind"] == "peering" else parts[3]
-    if e.HasField("peering"):
+    out["name"] = parts[5] if out["kind"] != "network" else parts[3]
+    if e.HasField("peering_request"):
+        out["peering_request"] = request_json(e.peering_request)
+    elif e.HasField("peering"):
         out["peering"] = peering_json(e.peering)
         out.update({k: out["peering"][k] for k in ("phase", "reason", "message", "dataplane")})
     elif e.HasField("network"):
@@ -77,6 +80,19 @@ def peering_json(p: pb.Peering) -> dict[str, Any]:
         "ttl": format_duration(p.ttl.ToTimedelta()), "description": p.description,
         "create_time": _time(p, "create_time"), "etag": p.etag,
         "dataplane": DATAPLANE_NAMES[p.dataplane], "programmed_at": _precise(p, "programmed_at"),
+    }
+
+
+def request_json(r: pb.PeeringRequest) -> dict[str, Any]:
+    """A request to a network of the caller's namespace (docs/inbox.md)."""
+    ns, network, request = convert.parse_request_name("name", r.name)
+    return {
+        "id": request, "namespace": ns, "network": network,
+        "requester_namespace": r.requester.namespace, "requester_network": r.requester.network,
+        "requester_uid": r.requester.uid, "requester_peering": r.requester_peering,
+        "prefixes": list(r.prefixes), "description": r.description, "pinned_uid": r.pinned_uid or None,
+        "create_time": _time(r, "create_time"), "ttl": format_duration(r.ttl.ToTimedelta()),
+        "expires_at": _time(r, "expires_at"),
     }
 
 
@@ -137,7 +153,7 @@ def channel(endpoint: str, ca_cert: str | None = None, client_cert: str | None =
 
 #: Calls that change nothing: retried on the next endpoint after any UNAVAILABLE.
 READS = frozenset({"GetCaller", "ListTokens", "GetStatus", "GetNetwork", "ListNetworks", "GetPeering",
-                   "ListPeerings"})
+                   "ListPeerings", "ListPeeringRequests"})
 _STUBS = {"net": pb_grpc.NetworkServiceStub, "tok": pb_grpc.TokenServiceStub, "status": pb_grpc.StatusServiceStub}
 
 
@@ -436,6 +452,34 @@ class Client:
             return self.get_peering(namespace, network, name)
         return peering_json(self._call(self._net.UpdatePeering, pb.UpdatePeeringRequest(
             peering=p, update_mask=field_mask_pb2.FieldMask(paths=paths), validate_only=validate_only)))
+
+    # the request inbox (docs/inbox.md)
+    def list_peering_requests(self, namespace: str, network: str | None = None) -> list[dict[str, Any]]:
+        """The requests to networks of ``namespace`` (to ``network``), every page."""
+        parent = convert.network_name(namespace, network) if network else f"namespaces/{namespace}"
+        out, token = [], ""
+        while True:
+            r = self._call(self._net.ListPeeringRequests, pb.ListPeeringRequestsRequest(
+                parent=parent, page_size=500, page_token=token))
+            out += [request_json(x) for x in r.requests]
+            token = r.next_page_token
+            if not token:
+                return out
+
+    def dismiss_peering_request(self, namespace: str, network: str, request: str) -> None:
+        self._call(self._net.DismissPeeringRequest, pb.DismissPeeringRequestRequest(
+            name=convert.request_name(namespace, network, request)))
+
+    def accept_peering_request(self, namespace: str, network: str, request: str, name: str,
+                               ttl: timedelta | None = None, description: str = "",
+                               validate_only: bool = False) -> dict[str, Any]:
+        """Creates half ``name`` of ``namespace/network`` matching the request."""
+        p = pb.Peering(description=description or "")
+        if ttl is not None:
+            p.ttl.FromTimedelta(ttl)
+        return peering_json(self._call(self._net.AcceptPeeringRequest, pb.AcceptPeeringRequestRequest(
+            name=convert.request_name(namespace, network, request), peering_id=name, peering=p,
+            validate_only=validate_only)))
 
     # watch
     def watch(self, namespace: str, network: str | None = None, since: int | None = None,

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from netpeer.core.models import Event, EventType, Network, Peering, Phase, Route, Token
+from netpeer.core.requests import PeeringRequest
 from netpeer.core.sides import Delta, Digest, ItemKey, Sync, ToldHalf, ToldNetwork
 from netpeer.core.validate import NAME_MAX, TTL_MAX, TTL_MIN, format_duration
 from netpeer.errors import InvalidArgument
@@ -19,6 +20,7 @@ _PHASES = {Phase.PENDING: pb.PENDING, Phase.BOUND: pb.BOUND, Phase.FAILED: pb.FA
 _NS = re.compile(r"^namespaces/([^/]+)$")
 _NET = re.compile(r"^namespaces/([^/]+)/networks/([^/]+)$")
 _PEER = re.compile(r"^namespaces/([^/]+)/networks/([^/]+)/peerings/([^/]+)$")
+_REQUEST = re.compile(r"^namespaces/([^/]+)/networks/([^/]+)/peeringRequests/([^/]+)$")
 
 
 def parse_namespace(field: str, value: str) -> str:
@@ -41,6 +43,31 @@ def parse_peering_name(field: str, value: str) -> tuple[str, str, str]:
         raise InvalidArgument.for_field(
             field, value, "must look like namespaces/{namespace}/networks/{network}/peerings/{peering}")
     return m.group(1), m.group(2), m.group(3)
+
+
+def parse_request_name(field: str, value: str) -> tuple[str, str, str]:
+    """(namespace, network, request id) of a peering request's name."""
+    m = _REQUEST.match(value or "")
+    if not m:
+        raise InvalidArgument.for_field(
+            field, value, "must look like namespaces/{namespace}/networks/{network}/peeringRequests/{id}")
+    return m.group(1), m.group(2), m.group(3)
+
+
+def request_name(namespace: str, network: str, request: str) -> str:
+    return f"{network_name(namespace, network)}/peeringRequests/{request}"
+
+
+def request_to_pb(r: PeeringRequest) -> pb.PeeringRequest:
+    h = r.half
+    msg = pb.PeeringRequest(
+        name=request_name(h.remote_namespace, h.remote_network, r.id), id=r.id,
+        requester=pb.RemoteRef(namespace=h.namespace, network=h.network, uid=h.network_uid),
+        requester_peering=h.name, prefixes=list(r.prefixes), description=h.description,
+        create_time=ts(h.create_time), ttl=duration(h.ttl), pinned_uid=h.remote_uid or "")
+    if r.expires_at is not None:
+        msg.expires_at.CopyFrom(ts(r.expires_at))
+    return msg
 
 
 def network_name(namespace: str, name: str) -> str:
@@ -118,11 +145,15 @@ _EVENT_TYPES = {EventType.CREATED: pb.WatchEvent.CREATED, EventType.UPDATED: pb.
 def event_to_pb(e: Event) -> pb.WatchEvent:
     if e.kind == "peering":
         name = peering_name(e.namespace, e.network, e.name)
+    elif e.kind == "peering_request":
+        name = request_name(e.namespace, e.network, e.name)
     else:
         name = network_name(e.namespace, e.name)
     out = pb.WatchEvent(revision=e.revision, type=_EVENT_TYPES[e.type], time=ts(e.time), name=name)
     if isinstance(e.obj, Peering):
         out.peering.CopyFrom(peering_to_pb(e.obj))
+    elif isinstance(e.obj, PeeringRequest):
+        out.peering_request.CopyFrom(request_to_pb(e.obj))
     elif isinstance(e.obj, Network):
         out.network.CopyFrom(network_to_pb(NetworkView(e.obj, (), ())))
     return out

@@ -75,6 +75,7 @@ class Limits:
         ("/netpeer.v1.NetworkService/CreatePeering", 12 << 10),          # 4.5 KB
         ("/netpeer.v1.NetworkService/UpdatePeering", 12 << 10),          # 5.1 KB (a Peering as read)
         ("/netpeer.v1.NetworkService/BatchCreatePeerings", 6 << 20),     # 4.5 MB
+        ("/netpeer.v1.NetworkService/AcceptPeeringRequest", 12 << 10),   # 4.4 KB (a description and a ttl)
         ("/netpeer.v1.TokenService/CreateToken", 128 << 10))             # 69 KB with 1,000 namespaces
     # The most one answer may weigh (a batch of 1,000 peerings: 5.1 MB; a network with 500 Bound peers
     # of 272 prefixes each: 6.3 MB); a larger one is an error of one line (RESOURCE_EXHAUSTED), never sent.
@@ -266,8 +267,12 @@ class Server:
 
     def __init__(self, service: Service, address: str, *, tls_cert: bytes | None = None,
                  tls_key: bytes | None = None, client_ca: bytes | None = None, limits: Limits = Limits(),
-                 metrics=NONE, watch: WatchLimits = WatchLimits()):
+                 metrics=NONE, watch: WatchLimits = WatchLimits(), private: str | None = None):
         check_listen(address, tls=tls_cert is not None)
+        #: A unix socket (``unix:///PATH`` in a directory only this process
+        #: may enter) served without TLS besides ``address``: the web
+        #: console's way in, with its callers' tokens like any client.
+        self.private = private
         self.service = service
         self.metrics = metrics
         self.address = address
@@ -307,6 +312,8 @@ class Server:
         reflection.enable_server_reflection(
             SERVICES + (health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
             self._server)
+        if self.private is not None:
+            self._server.add_insecure_port(self.private)
         if tls_cert is not None:
             creds = grpc.ssl_server_credentials([(tls_key, tls_cert)], root_certificates=client_ca,
                                                 require_client_auth=client_ca is not None)

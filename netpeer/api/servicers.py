@@ -10,7 +10,7 @@ from netpeer import errors
 from netpeer.api import convert
 from netpeer.core.models import Caller
 from netpeer.reasons import Reason
-from netpeer.service import Service, batch
+from netpeer.service import Service, batch, inbox
 from netpeer.v1 import netpeer_pb2 as pb
 
 READ, WRITE = "read", "write"
@@ -174,6 +174,39 @@ class NetworkHandlers:
         ns, network, name = convert.parse_peering_name("name", request.name)
         self.service.delete_peering(caller, ns, network, name, etag=request.etag)
         return empty_pb2.Empty()
+
+    # the request inbox (netpeer.service.inbox)
+    @handler(READ)
+    def ListPeeringRequests(self, request, caller: Caller):
+        parent = request.parent or ""
+        if parent.count("/") >= 3:
+            ns, network = convert.parse_network_name("parent", parent)
+        else:
+            ns, network = convert.parse_namespace("parent", parent), None
+        size = convert.page_size(request.page_size)
+        revision = self.service.head_revision(caller, ns)   # first: a watch from it misses nothing the list lacks
+        items = self.service.list_peering_requests(caller, ns, network,
+                                                   after=convert.decode_page_token(request.page_token),
+                                                   limit=size + 1)
+        requests, more = _page(items, convert.request_to_pb, size)
+        return pb.ListPeeringRequestsResponse(
+            requests=requests, revision=revision,
+            next_page_token=convert.encode_page_token(inbox.encode_after(items[len(requests) - 1])) if more else "")
+
+    @handler(WRITE)
+    def DismissPeeringRequest(self, request, caller: Caller):
+        ns, network, request_id = convert.parse_request_name("name", request.name)
+        self.service.dismiss_peering_request(caller, ns, network, request_id)
+        return empty_pb2.Empty()
+
+    @handler(WRITE)
+    def AcceptPeeringRequest(self, request, caller: Caller):
+        ns, network, request_id = convert.parse_request_name("name", request.name)
+        p = request.peering
+        ttl = convert.ttl_from_pb(p.ttl) if p.HasField("ttl") else None
+        peering = self.service.accept_peering_request(caller, ns, network, request_id, request.peering_id,
+                                                      p.description, ttl, validate_only=request.validate_only)
+        return convert.peering_to_pb(peering)
 
 
 class TokenHandlers:

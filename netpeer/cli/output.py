@@ -67,6 +67,13 @@ def peering_detail(p: dict) -> str:
     return "\n".join(f"{k + ':':<{width + 1}} {'' if p.get(k) is None else p.get(k)}" for k in keys)
 
 
+def requests_table(items: list[dict]) -> str:
+    """The requests to a namespace's networks (``netpeer peering requests``)."""
+    return table(["NETWORK", "REQUEST", "FROM", "PREFIXES", "CREATED", "EXPIRES"],
+                 [[r["network"], r["id"], f"{r['requester_namespace']}/{r['requester_network']}",
+                   "\n".join(r["prefixes"]), r["create_time"], r["expires_at"] or ""] for r in items])
+
+
 def networks_table(items: list[dict]) -> str:
     return table(["NAME", "UID", "SUBNETS", "ROUTES", "PEERINGS", "BOUND PEERS", "DESCRIPTION"],
                  [[n["name"], n["uid"], "\n".join(n["subnets"]), "\n".join(n["routes"]), len(n["peerings"]),
@@ -154,7 +161,7 @@ def event_line(e: dict) -> str:
     """``REVISION TYPE KIND NS/NETWORK[/PEERING] [PHASE REASON DATAPLANE: MESSAGE]``"""
     if e["type"] == "Bookmark":
         return f"{e['revision']:>8}  Bookmark      (watching from here)"
-    what = f"{e['namespace']}/{e['network']}" + (f"/{e['name']}" if e["kind"] == "peering" else "")
+    what = f"{e['namespace']}/{e['network']}" + (f"/{e['name']}" if e["kind"] != "network" else "")
     line = f"{e['revision']:>8}  {e['type']:<12}  {e['kind']:<7}  {what}"
     if "phase" in e:
         line += f"  {e['phase']} ({e['reason']}) dataplane {e['dataplane']}: {e['message']}"

@@ -1,5 +1,6 @@
 """``netpeer peering ...``: the consents of a namespace's networks, one by
-one or a file of them at once."""
+one or a file of them at once, and the requests other networks make to
+them (``requests``, ``accept``, ``dismiss``: docs/inbox.md)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,18 @@ def add_parser(sub, g: argparse.ArgumentParser, parser_class) -> None:
     d = peer.add_parser("delete", parents=[g], help="withdraw this side's consent")
     d.add_argument("network")
     d.add_argument("peering")
+    rq = peer.add_parser("requests", parents=[g],
+                         help="list the requests to peer with your networks (of NETWORK, or all)")
+    rq.add_argument("network", nargs="?")
+    ac = peer.add_parser("accept", parents=[g], help="accept a request: create the matching peering of NETWORK")
+    ac.add_argument("network")
+    ac.add_argument("request", help="the request's id (netpeer peering requests)")
+    ac.add_argument("--name", required=True, help="the name of the peering to create")
+    ac.add_argument("--ttl", help="how long it may stay Pending or Failed (default 7d)")
+    ac.add_argument("--description", default="")
+    dm = peer.add_parser("dismiss", parents=[g], help="dismiss a request: it is not listed again")
+    dm.add_argument("network")
+    dm.add_argument("request", help="the request's id (netpeer peering requests)")
 
 
 def run(ctx, args: argparse.Namespace) -> int:
@@ -74,7 +87,7 @@ def run(ctx, args: argparse.Namespace) -> int:
     elif action == "list":
         output.emit(c.list_peerings(ns, args.network), ctx.output, output.peerings_table)
     elif action == "watch":
-        return watch(c, ns, args.network, args.since, ctx.output, kinds=("peering",))
+        return watch(c, ns, args.network, args.since, ctx.output, kinds=("peering", "peering_request"))
     elif action == "show":
         output.emit(c.get_peering(ns, args.network, args.peering), ctx.output, output.peering_detail)
     elif action == "set":
@@ -89,6 +102,17 @@ def run(ctx, args: argparse.Namespace) -> int:
         c.delete_peering(ns, args.network, args.peering)
         if ctx.output == "json":
             output.emit({"deleted": f"{ns}/{args.network}/{args.peering}"}, "json", None)
+    elif action == "requests":
+        output.emit(c.list_peering_requests(ns, args.network), ctx.output, output.requests_table)
+    elif action == "accept":
+        validate.name("--name", args.name, peering=True)
+        ttl = validate.ttl("--ttl", args.ttl) if args.ttl else None
+        r = c.accept_peering_request(ns, args.network, args.request, args.name, ttl, args.description)
+        output.emit(r, ctx.output, output.peering_detail)
+    elif action == "dismiss":
+        c.dismiss_peering_request(ns, args.network, args.request)
+        if ctx.output == "json":
+            output.emit({"dismissed": f"{ns}/{args.network}/{args.request}"}, "json", None)
     return 0
 
 

@@ -230,10 +230,10 @@ class Event:
     time: datetime
     namespace: str
     network: str
-    kind: str        # "network" or "peering"
-    name: str        # the network's or the peering's name
+    kind: str        # "network", "peering" or "peering_request" (netpeer.core.requests)
+    name: str        # the network's or the peering's name, or the request's id
     type: str        # Created, Updated, PhaseChanged, Programmed, Deleted
-    obj: "Network | Peering | None"   # the object after the change; None when deleted
+    obj: "Network | Peering | PeeringRequest | None"   # the object after the change; None when deleted
 
 
 class EventType:

@@ -20,6 +20,16 @@ thread each, without limit. This one costs the same whatever clients do:
 - TLS (``tls_context``) and authentication (``Access``: a bearer token or
   a user name and password, compared in constant time; 401 with
   ``WWW-Authenticate`` otherwise), checked before anything is rendered.
+
+The server itself (``HttpEndpoint``: connections, limits, TLS, parsing)
+serves other pages too: the web console (``netpeer.console``) answers its
+requests through ``HttpEndpoint.handle``, with request bodies up to
+``Limits.body_bytes`` and answers streamed as they are made (server-sent
+events). Its limits are the same whoever connects.
+
+Longer than 400 lines by a little: the connection's life (accept, TLS,
+timeouts, eviction, bodies, streaming) reads in one place, where a path
+that leaks a connection or a thread is seen.
 """
 
 from __future__ import annotations
@@ -48,8 +58,9 @@ from netpeer.observe.renderings import Renderings
 
 LOG = logging.getLogger(__name__)
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-            431: "Request Header Fields Too Large", 500: "Internal Server Error"}
+_REASONS = {200: "OK", 303: "See Other", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+            404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large", 429: "Too Many Requests",
+            431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +72,33 @@ class Limits:
     request_bytes: int = 8192    # a request's line and headers
     pause: float = 4.0           # between two renderings, this many times the last one's duration
     backlog: int = 128           # connections the kernel holds until they are accepted
+    body_bytes: int = 0          # a request's body (0: requests have none)
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One HTTP request, parsed: header names in lower case."""
+
+    method: str
+    target: str
+    version: str
+    headers: dict[str, str]
+    body: bytes = b""
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+    @property
+    def keep(self) -> bool:
+        """Whether the client may send another request on the connection."""
+        return self.version == "HTTP/1.1" and self.headers.get("connection", "").lower() != "close"
+
+
+#: An answer: (status, headers, body, keep the connection). A body that is
+#: an async iterator of bytes is streamed until it ends (or the client
+#: goes), and the connection closes after it.
+Answer = tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,26 +148,28 @@ def tls_context(cert: Path, key: Path, field: str) -> ssl.SSLContext:
     return context
 
 
-class MetricsEndpoint:
-    """Serves ``registry`` on ``address`` (``HOST:PORT`` or ``unix:///PATH``)
-    at ``/metrics``. Binds at once (a taken address is refused in one line
-    naming ``field``); serves from a thread of its own until ``stop``."""
+class HttpEndpoint:
+    """An HTTP/1.1 server on ``address`` (``HOST:PORT`` or ``unix:///PATH``)
+    whose answers ``handle`` makes. Binds at once (a taken address is
+    refused in one line naming ``field``); serves from a thread of its own
+    (``name``) until ``stop``."""
 
-    def __init__(self, registry, address: str, *, tls: ssl.SSLContext | None = None, access: Access = Access(),
-                 limits: Limits = Limits(), field: str = "metrics_listen"):
-        self.registry, self.address, self.tls, self.access, self.limits = registry, address, tls, access, limits
+    def __init__(self, address: str, *, tls: ssl.SSLContext | None = None, limits: Limits = Limits(),
+                 field: str, name: str):
+        self.address, self.tls, self.limits = address, tls, limits
         self._unix = _unix_path(address)
         self._listener = _bind(address, self._unix, limits.backlog, field)
         self.port = 0 if self._unix else self._listener.getsockname()[1]
-        self._render_pool = futures.ThreadPoolExecutor(1, thread_name_prefix="metrics-render")
         self._loop = asyncio.new_event_loop()
         self._open: set[_Connection] = set()
         #: Open connections waiting for a request, the longest waiting first.
         self._waiting: collections.OrderedDict[_Connection, None] = collections.OrderedDict()
-        self._renderings = Renderings(registry, self._render_pool, limits.pause, self._loop)
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._main(),),
-                                        name="metrics-http", daemon=True)
+                                        name=name, daemon=True)
+
+    def _serve(self) -> None:
+        """Starts the thread (once the subclass is ready to answer)."""
         self._thread.start()
         self._started.wait(10)
 
@@ -153,8 +193,7 @@ class MetricsEndpoint:
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stopping.set)
             self._thread.join(10)
-        # A rendering still running hands its result to the loop: close it after.
-        self._render_pool.shutdown(wait=True, cancel_futures=True)
+        self._stopped()
         if not self._loop.is_running():
             self._loop.close()
         self._listener.close()
@@ -190,9 +229,13 @@ class MetricsEndpoint:
         self._open.discard(conn)
         self._waiting.pop(conn, None)
 
+    def _stopped(self) -> None:
+        """After the loop's thread ended: what the subclass must close."""
+
     # ------------------------------------------------------------ requests
-    async def answer(self, head: bytes) -> tuple[int, list[tuple[str, str]], bytes, bool]:
-        """(status, headers, body, keep the connection) for a request's line and headers."""
+    def parse(self, head: bytes) -> Request | Answer:
+        """A request's line and headers as a Request (its body still to
+        come), or the answer that refuses it."""
         try:
             request_line, *lines = head.decode("latin-1").split("\r\n")
             method, target, version = request_line.split(" ")
@@ -206,9 +249,39 @@ class MetricsEndpoint:
             return 400, [], b"malformed request\n", False
         if version not in ("HTTP/1.0", "HTTP/1.1"):
             return 400, [], b"HTTP/1.0 or HTTP/1.1 only\n", False
-        if headers.get("content-length", "0") != "0" or "transfer-encoding" in headers:
-            return 400, [], b"a request to this endpoint has no body\n", False
-        keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        length = headers.get("content-length", "0")
+        if "transfer-encoding" in headers or not length.isdigit():
+            return 400, [], b"a request's body needs a Content-Length\n", False
+        if int(length) > self.limits.body_bytes:
+            if not self.limits.body_bytes:
+                return 400, [], b"a request to this endpoint has no body\n", False
+            return 413, [], f"a request's body is at most {self.limits.body_bytes} bytes\n".encode(), False
+        return Request(method, target, version, headers)
+
+    async def handle(self, request: Request) -> Answer:
+        """The answer to a request (``Answer``)."""
+        raise NotImplementedError
+
+
+class MetricsEndpoint(HttpEndpoint):
+    """Serves ``registry`` on ``address`` (``HOST:PORT`` or ``unix:///PATH``)
+    at ``/metrics``. Binds at once (a taken address is refused in one line
+    naming ``field``); serves from a thread of its own until ``stop``."""
+
+    def __init__(self, registry, address: str, *, tls: ssl.SSLContext | None = None, access: Access = Access(),
+                 limits: Limits = Limits(), field: str = "metrics_listen"):
+        super().__init__(address, tls=tls, limits=limits, field=field, name="metrics-http")
+        self.registry, self.access = registry, access
+        self._render_pool = futures.ThreadPoolExecutor(1, thread_name_prefix="metrics-render")
+        self._renderings = Renderings(registry, self._render_pool, limits.pause, self._loop)
+        self._serve()
+
+    def _stopped(self) -> None:
+        # A rendering still running hands its result to the loop: close it after.
+        self._render_pool.shutdown(wait=True, cancel_futures=True)
+
+    async def handle(self, request: Request) -> Answer:
+        method, target, headers, keep = request.method, request.target, request.headers, request.keep
         if not self.access.allows(headers.get("authorization")):
             return 401, [("WWW-Authenticate", self.access.challenge)], b"unauthorized\n", keep
         if method not in ("GET", "HEAD"):
@@ -229,7 +302,7 @@ class _Connection(asyncio.Protocol):
     """One client connection: requests one at a time, each read within the
     timeout, answered in order."""
 
-    def __init__(self, server: MetricsEndpoint, sock: socket.socket):
+    def __init__(self, server: HttpEndpoint, sock: socket.socket):
         self.server, self.sock = server, sock
         self.loop = server._loop
         self.transport: asyncio.Transport | None = None
@@ -325,9 +398,17 @@ class _Connection(asyncio.Protocol):
             if len(self.buffer) > self.server.limits.request_bytes:
                 self._start(self._reply(431, [], b"request too large\n", False))
             return
-        head = bytes(self.buffer[:end])
-        del self.buffer[:end + 4]
-        self._start(self._answer(head))
+        request = self.server.parse(bytes(self.buffer[:end]))
+        if isinstance(request, tuple):
+            del self.buffer[:end + 4]
+            self._start(self._reply(*request))
+            return
+        length = int(request.headers.get("content-length", "0"))
+        if len(self.buffer) < end + 4 + length:
+            return   # the body is on its way (within the request's timeout)
+        request = dataclasses.replace(request, body=bytes(self.buffer[end + 4:end + 4 + length]))
+        del self.buffer[:end + 4 + length]
+        self._start(self._answer(request))
 
     def _start(self, work) -> None:
         self.answering = True
@@ -336,19 +417,39 @@ class _Connection(asyncio.Protocol):
         self.transport.pause_reading()
         self.task = self.loop.create_task(work)
 
-    async def _answer(self, head: bytes) -> None:
+    async def _answer(self, request: Request) -> None:
         try:
-            status, headers, body, keep = await self.server.answer(head)
+            status, headers, body, keep = await self.server.handle(request)
         except Exception:
-            LOG.exception("metrics endpoint: internal error")
+            LOG.exception("%s: internal error", self.server._thread.name)
             status, headers, body, keep = 500, [], b"internal error\n", False
-        await self._reply(status, headers, b"" if head.startswith(b"HEAD ") else body, keep, len(body))
+        if not isinstance(body, bytes):
+            await self._stream(status, headers, body)
+            return
+        await self._reply(status, headers, b"" if request.method == "HEAD" else body, keep, len(body))
+
+    async def _stream(self, status: int, headers, chunks) -> None:
+        """An answer sent as it is made, until it ends or the client goes
+        (the task is then cancelled, and so is the iterator)."""
+        try:
+            if self.closed:
+                return
+            lines = [f"HTTP/1.1 {status} {_REASONS[status]}", "Connection: close"] + [f"{k}: {v}" for k, v in headers]
+            self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            async for chunk in chunks:
+                if self.closed:
+                    break
+                self.transport.write(chunk)
+            if not self.closed:
+                self.transport.close()
+        finally:
+            await chunks.aclose()
 
     async def _reply(self, status: int, headers, body: bytes, keep: bool, length: int | None = None) -> None:
         if self.closed:
             return
         lines = [f"HTTP/1.1 {status} {_REASONS[status]}", f"Content-Length: {len(body) if length is None else length}"]
-        if status != 200 or not headers:
+        if (status != 200 or not headers) and not any(k.lower() == "content-type" for k, _ in headers):
             headers = [("Content-Type", "text/plain; charset=utf-8")] + list(headers)
         lines += [f"{k}: {v}" for k, v in headers]
         if not keep:

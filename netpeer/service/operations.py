@@ -20,13 +20,14 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from netpeer.core import consent, validate
 from netpeer.core.dataplane import Dataplane
+from netpeer.core.requests import PeeringRequest
 from netpeer.core.models import (Caller, Event, Network, NetworkKey, Peering, PeeringKey, Phase, Reason,
                                  DEFAULT_TTL, utcnow)
 from netpeer.errors import _clip  # the caller's etag is echoed clipped, like every other value
 from netpeer.errors import (AlreadyExists, Aborted, FailedPrecondition, InvalidArgument, NotFound, OutOfRange,
                             PermissionDenied)
 from netpeer.reasons import Reason as Why
-from netpeer.service import batch, effects, quotas, slots
+from netpeer.service import batch, effects, inbox, quotas, slots
 from netpeer import __version__
 from netpeer.observe.metrics import NONE, Metrics, NoMetrics
 from netpeer.service.budget import Budgets
@@ -645,3 +646,18 @@ class Service:
             return None, touched
 
         self._write(op)
+
+    # ---------------------------------------------------------------- the request inbox (netpeer.service.inbox)
+    def list_peering_requests(self, caller: Caller, namespace: str, network: str | None = None, after: str = "",
+                              limit: int = 100) -> list[PeeringRequest]:
+        """The requests naming networks of ``namespace`` (of ``network``), not dismissed."""
+        return inbox.list_requests(self, caller, namespace, network, after, limit)
+
+    def dismiss_peering_request(self, caller: Caller, namespace: str, network: str, request: str) -> None:
+        """Hides a request from its target's lists and watches; its requester sees no difference."""
+        inbox.dismiss(self, caller, namespace, network, request)
+
+    def accept_peering_request(self, caller: Caller, namespace: str, network: str, request: str, name: str,
+                               description: str = "", ttl=None, validate_only: bool = False) -> Peering:
+        """Creates the half that matches a request (peering ``name`` of ``namespace/network``)."""
+        return inbox.accept(self, caller, namespace, network, request, name, description, ttl, validate_only)

@@ -12,11 +12,14 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from netpeer.core.models import Event, Network, Peering, Phase, Route, Token
+from netpeer.core.requests import PeeringRequest
 
 NET_COLS = "namespace, name, uid, subnets, routes, description, create_time, update_time, revision"
 PEER_COLS = ("namespace, network, name, remote_namespace, remote_network, network_uid, remote_uid, "
              "ttl_seconds, description, phase, reason, message, last_transition, expires_at, "
              "create_time, revision, dataplane_cfg, programmed_at, remote_site, conflicts")
+#: The kind of the Watch events of requests (``netpeer.store.requests_sql``).
+REQUEST_KIND = "peering_request"
 TOKEN_COLS = "token_id, secret_hash, namespaces, admin, description, create_time, expires_at"
 
 
@@ -83,6 +86,8 @@ def event_from(row) -> Event:
     the body is the changed object's values, or null when it went."""
     values = json.loads(row[7])
     obj = None
-    if values is not None:
+    if values is not None and row[4] == REQUEST_KIND:
+        obj = PeeringRequest(peering_from(values["half"]), tuple(values["prefixes"]))
+    elif values is not None:
         obj = peering_from(values) if row[4] == "peering" else network_from(values)
     return Event(row[0], dt(row[1]), row[2], row[3], row[4], row[5], row[6], obj)

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Collection, Iterator
 
 from netpeer.core.models import Event, Network, NetworkKey, Peering, PeeringKey, Token
+from netpeer.core.requests import PeeringRequest
 from netpeer.core.sides import ItemKey, LinkState
 
 
@@ -57,6 +58,21 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def bound_peerings_of(self, network: NetworkKey) -> list[Peering]:
         """The Bound peerings of ``network``."""
+
+    # the request inbox (netpeer.core.requests; netpeer.store.requests_sql implements these)
+    @abc.abstractmethod
+    def peering_requests(self, namespace: str, network: str | None = None,
+                         after: tuple[str, str, str, str] | None = None,
+                         limit: int | None = None) -> list[PeeringRequest]:
+        """The requests to networks of ``namespace`` (of ``network``) not
+        dismissed, by (target network, requester namespace, network, half),
+        after ``after``."""
+    @abc.abstractmethod
+    def request_dismissed(self, half: Peering) -> bool:
+        """Whether the request half ``half`` makes was dismissed."""
+    @abc.abstractmethod
+    def dismiss_request(self, half: Peering, now: datetime) -> bool:
+        """Dismisses the request half ``half`` makes; whether it was not yet."""
 
     # sites (netpeer.store.sites_sql implements these for every SQL store).
     # Keys with a ``site`` read the mirror of that site's halves and networks.

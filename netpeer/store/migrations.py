@@ -81,6 +81,19 @@ _FREE_SLOTS = (
        AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.site = s.site AND a.idx = s.idx)""",
 )
 
+# The request inbox (netpeer.core.requests): what a target dismissed, per
+# target network and requester half (a half made again is a new request).
+_DISMISSALS = (
+    """CREATE TABLE IF NOT EXISTS request_dismissals (
+        namespace TEXT NOT NULL, network TEXT NOT NULL, requester_namespace TEXT NOT NULL,
+        requester_network TEXT NOT NULL, requester_name TEXT NOT NULL, requester_uid TEXT NOT NULL,
+        requester_create_time BIGINT NOT NULL, time BIGINT NOT NULL,
+        PRIMARY KEY (namespace, network, requester_namespace, requester_network, requester_name, requester_uid,
+                     requester_create_time))""",
+    "CREATE INDEX IF NOT EXISTS request_dismissals_by_half ON request_dismissals "
+    "(requester_namespace, requester_network, requester_name)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "networks, peerings, tokens", sqlite=(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -238,6 +251,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "sites: changes told item by item; each link's numbering and digests", sqlite=_SITE_LOG,
               postgresql=_SITE_LOG),
     Migration(8, "sites: a link's free slots", sqlite=_FREE_SLOTS, postgresql=_FREE_SLOTS),
+    Migration(9, "the request inbox: dismissed requests", sqlite=_DISMISSALS, postgresql=_DISMISSALS),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -18,6 +18,7 @@ from netpeer.core.models import Event, EventType, Network, NetworkKey, Peering, 
 from netpeer.store.interface import Transaction
 from netpeer.store.codec import (NET_COLS, PEER_COLS, TOKEN_COLS, event_from, network_from, network_values,
                                  peering_from, peering_values, token_from, token_values, us)
+from netpeer.store.requests_sql import RequestsSql
 from netpeer.store.sites_sql import SiteMirrorSql
 
 # Where every namespace's revisions start (0, or the newest revision when
@@ -35,7 +36,7 @@ def _told(p: Peering) -> tuple:
             p.phase, p.conflicts)
 
 
-class SqlTx(SiteMirrorSql, Transaction):
+class SqlTx(RequestsSql, SiteMirrorSql, Transaction):
     """The transaction of both SQL stores. Every statement goes through
     ``_q`` with ``?`` placeholders; a dialect (``netpeer.store.sqlite``,
     ``netpeer.store.pg_tx``) provides ``_q`` and the few statements whose
@@ -220,13 +221,16 @@ class SqlTx(SiteMirrorSql, Transaction):
         else:
             type_ = EventType.UPDATED
         self._event(p.namespace, p.network, "peering", p.name, type_, values)
+        self.request_follows(old, self._peerings[p.key])
 
     def delete_peering(self, key: PeeringKey) -> None:
+        old = self.get_peering(key)
         self._keep_peering(key, None)
         self.networks_changed.add(key.network_key)
         if self._q("DELETE FROM peerings WHERE namespace=? AND network=? AND name=?",
                    (key.namespace, key.network, key.name)).rowcount:
             self._event(key.namespace, key.network, "peering", key.name, EventType.DELETED, None)
+            self.request_follows(old, None)
 
     def set_dataplane_cfg(self, network: NetworkKey, cfg: int, *, sites: Collection[str] | None = None,
                           newer_only: bool = False) -> list[PeeringKey]:

@@ -154,7 +154,7 @@ class WatchRequest(_message.Message):
     def __init__(self, parent: _Optional[str] = ..., since_revision: _Optional[int] = ...) -> None: ...
 
 class WatchEvent(_message.Message):
-    __slots__ = ("revision", "type", "time", "name", "network", "peering")
+    __slots__ = ("revision", "type", "time", "name", "network", "peering", "peering_request")
     class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         TYPE_UNSPECIFIED: _ClassVar[WatchEvent.Type]
@@ -177,13 +177,77 @@ class WatchEvent(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     PEERING_FIELD_NUMBER: _ClassVar[int]
+    PEERING_REQUEST_FIELD_NUMBER: _ClassVar[int]
     revision: int
     type: WatchEvent.Type
     time: _timestamp_pb2.Timestamp
     name: str
     network: Network
     peering: Peering
-    def __init__(self, revision: _Optional[int] = ..., type: _Optional[_Union[WatchEvent.Type, str]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., network: _Optional[_Union[Network, _Mapping]] = ..., peering: _Optional[_Union[Peering, _Mapping]] = ...) -> None: ...
+    peering_request: PeeringRequest
+    def __init__(self, revision: _Optional[int] = ..., type: _Optional[_Union[WatchEvent.Type, str]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., network: _Optional[_Union[Network, _Mapping]] = ..., peering: _Optional[_Union[Peering, _Mapping]] = ..., peering_request: _Optional[_Union[PeeringRequest, _Mapping]] = ...) -> None: ...
+
+class PeeringRequest(_message.Message):
+    __slots__ = ("name", "id", "requester", "requester_peering", "prefixes", "description", "create_time", "ttl", "expires_at", "pinned_uid")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_PEERING_FIELD_NUMBER: _ClassVar[int]
+    PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    PINNED_UID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    id: str
+    requester: RemoteRef
+    requester_peering: str
+    prefixes: _containers.RepeatedScalarFieldContainer[str]
+    description: str
+    create_time: _timestamp_pb2.Timestamp
+    ttl: _duration_pb2.Duration
+    expires_at: _timestamp_pb2.Timestamp
+    pinned_uid: str
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., requester: _Optional[_Union[RemoteRef, _Mapping]] = ..., requester_peering: _Optional[str] = ..., prefixes: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pinned_uid: _Optional[str] = ...) -> None: ...
+
+class ListPeeringRequestsRequest(_message.Message):
+    __slots__ = ("parent", "page_size", "page_token")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    page_size: int
+    page_token: str
+    def __init__(self, parent: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListPeeringRequestsResponse(_message.Message):
+    __slots__ = ("requests", "next_page_token", "revision")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[PeeringRequest]
+    next_page_token: str
+    revision: int
+    def __init__(self, requests: _Optional[_Iterable[_Union[PeeringRequest, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class DismissPeeringRequestRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class AcceptPeeringRequestRequest(_message.Message):
+    __slots__ = ("name", "peering_id", "peering", "validate_only")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PEERING_ID_FIELD_NUMBER: _ClassVar[int]
+    PEERING_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    peering_id: str
+    peering: Peering
+    validate_only: bool
+    def __init__(self, name: _Optional[str] = ..., peering_id: _Optional[str] = ..., peering: _Optional[_Union[Peering, _Mapping]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class CreateNetworkRequest(_message.Message):
     __slots__ = ("parent", "network_id", "network", "validate_only")

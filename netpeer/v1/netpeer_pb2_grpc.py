@@ -91,6 +91,21 @@ class NetworkServiceStub:
                 request_serializer=netpeer_dot_v1_dot_netpeer__pb2.DeletePeeringRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.ListPeeringRequests = channel.unary_unary(
+                '/netpeer.v1.NetworkService/ListPeeringRequests',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.ListPeeringRequestsRequest.SerializeToString,
+                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.ListPeeringRequestsResponse.FromString,
+                _registered_method=True)
+        self.DismissPeeringRequest = channel.unary_unary(
+                '/netpeer.v1.NetworkService/DismissPeeringRequest',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.DismissPeeringRequestRequest.SerializeToString,
+                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                _registered_method=True)
+        self.AcceptPeeringRequest = channel.unary_unary(
+                '/netpeer.v1.NetworkService/AcceptPeeringRequest',
+                request_serializer=netpeer_dot_v1_dot_netpeer__pb2.AcceptPeeringRequestRequest.SerializeToString,
+                response_deserializer=netpeer_dot_v1_dot_netpeer__pb2.Peering.FromString,
+                _registered_method=True)
         self.Watch = channel.unary_stream(
                 '/netpeer.v1.NetworkService/Watch',
                 request_serializer=netpeer_dot_v1_dot_netpeer__pb2.WatchRequest.SerializeToString,
@@ -187,6 +202,38 @@ class NetworkServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPeeringRequests(self, request, context):
+        """The request inbox (docs/inbox.md). A peering of this site naming a
+        network of this site, with no matching half yet, is a request to that
+        network's namespace: its owner lists, dismisses or accepts it. The
+        requester sees no difference, whatever the target does (no enumeration
+        oracle). Paged like ListPeerings; parent: namespaces/{namespace}, or
+        namespaces/{namespace}/networks/{network} for one network's requests.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DismissPeeringRequest(self, request, context):
+        """Hides a request from the lists and watches of its target, for good (a
+        half the requester makes again is a new request). NOT_FOUND with reason
+        REQUEST_WITHDRAWN when its half is gone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcceptPeeringRequest(self, request, context):
+        """Creates the matching half (peering `peering_id` of the target network,
+        pinned to the requester network's uid) as CreatePeering would, in one
+        write with the check that the request still stands: the same checks,
+        quotas and answers (Failed, OverlappingPrefixes when the prefixes now
+        overlap). NOT_FOUND with reason REQUEST_WITHDRAWN when its half is gone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Watch(self, request, context):
         """The changes of the networks and peerings of a namespace (or of one
         network), as they happen: created, updated, phase changed (with reason
@@ -264,6 +311,21 @@ def add_NetworkServiceServicer_to_server(servicer, server):
                     servicer.DeletePeering,
                     request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.DeletePeeringRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'ListPeeringRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPeeringRequests,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.ListPeeringRequestsRequest.FromString,
+                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.ListPeeringRequestsResponse.SerializeToString,
+            ),
+            'DismissPeeringRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.DismissPeeringRequest,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.DismissPeeringRequestRequest.FromString,
+                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'AcceptPeeringRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcceptPeeringRequest,
+                    request_deserializer=netpeer_dot_v1_dot_netpeer__pb2.AcceptPeeringRequestRequest.FromString,
+                    response_serializer=netpeer_dot_v1_dot_netpeer__pb2.Peering.SerializeToString,
             ),
             'Watch': grpc.unary_stream_rpc_method_handler(
                     servicer.Watch,
@@ -569,6 +631,87 @@ class NetworkService:
             '/netpeer.v1.NetworkService/DeletePeering',
             netpeer_dot_v1_dot_netpeer__pb2.DeletePeeringRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPeeringRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netpeer.v1.NetworkService/ListPeeringRequests',
+            netpeer_dot_v1_dot_netpeer__pb2.ListPeeringRequestsRequest.SerializeToString,
+            netpeer_dot_v1_dot_netpeer__pb2.ListPeeringRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DismissPeeringRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netpeer.v1.NetworkService/DismissPeeringRequest',
+            netpeer_dot_v1_dot_netpeer__pb2.DismissPeeringRequestRequest.SerializeToString,
+            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcceptPeeringRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netpeer.v1.NetworkService/AcceptPeeringRequest',
+            netpeer_dot_v1_dot_netpeer__pb2.AcceptPeeringRequestRequest.SerializeToString,
+            netpeer_dot_v1_dot_netpeer__pb2.Peering.FromString,
             options,
             channel_credentials,
             insecure,

@@ -63,7 +63,8 @@ class Network(Resource, module="netpeer", name="Network"):
     description: pulumi.Output[str]
     peerings: pulumi.Output[list[dict[str, Any]]]
     """Every peering of the network with ``phase``, ``reason``, ``remote_uid``,
-    ``last_phase_transition_time`` and ``expires_at`` (IEP-9 ``status.peerings``)."""
+    ``last_phase_transition_time``, ``expires_at``, ``dataplane`` and ``programmed_at`` (IEP-9
+    ``status.peerings``)."""
     inline_peerings: pulumi.Output[list[dict[str, Any]]]
     peered_networks: pulumi.Output[list[dict[str, Any]]]
     """The networks this one is Bound to (OEP-8 ``status.peeredNetworks``): ``namespace``, ``name``,

@@ -76,6 +76,11 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
     last_phase_transition_time: pulumi.Output[str]
     expires_at: pulumi.Output[Optional[str]]
     """When a Pending or Failed peering will be deleted; unset while Bound."""
+    dataplane: pulumi.Output[str]
+    """``Programming`` while the last change of the pair's dataplane has not reached every OVN chassis, else
+    ``Programmed`` (Bound and Programmed: traffic flows)."""
+    programmed_at: pulumi.Output[Optional[str]]
+    """When the last change of the pair's dataplane reached every OVN chassis; unset while Programming."""
     ttl: pulumi.Output[str]
     description: pulumi.Output[str]
     wait_for_bound: pulumi.Output[float]
@@ -103,6 +108,7 @@ class NetworkPeering(Resource, module="netpeer", name="NetworkPeering"):
             "description": description or "", "wait_for_bound": wait_for_bound or 0,
             "wait_for_programmed": wait_for_programmed if wait_for_programmed is not None else False,
             "phase": None, "reason": None, "message": None, "network_uid": None,
-            "last_phase_transition_time": None, "expires_at": None, "pinned_remote_uid": None,
+            "last_phase_transition_time": None, "expires_at": None, "dataplane": None, "programmed_at": None,
+            "pinned_remote_uid": None,
         }
         super().__init__(NetworkPeeringProvider(), resource_name, props, _registry.options(opts))

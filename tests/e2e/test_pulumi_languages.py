@@ -32,6 +32,7 @@ def test_python_and_plugin_tenants(program, stacks, netpeerd, pulumi_languages):
     assert "warning" not in text(up)
     out = b.outputs()
     assert (out["phase"], out["reason"]) == ("Bound", "Bound")
+    assert out["dataplane"] in ("Programming", "Programmed")   # Programmed once every chassis applied the pair
     assert b.resource("NetworkPeering", "to-a")["type"] == "netpeer:index:NetworkPeering"
 
     # Refresh: B's network learns its peer; A's half is Bound, pinned to B's network.

@@ -72,7 +72,8 @@ def test_schema_is_complete_and_walkable():
     assert [f.name for f in schema.NETWORK.echoed()] == ["name", "namespace", "subnets", "routes", "description"]
     assert "remote_uid" not in {f.name for f in schema.NETWORK_PEERING.echoed()}   # pinned_remote_uid keeps it
     assert [f.name for f in schema.NETWORK_PEERING.status()] == \
-        ["phase", "reason", "message", "network_uid", "last_phase_transition_time", "expires_at"]
+        ["phase", "reason", "message", "network_uid", "last_phase_transition_time", "expires_at", "dataplane",
+         "programmed_at"]
     # Network.peerings: declarations in, status out (two fields, one name).
     assert schema.NETWORK.field("peerings").type.items.name == "InlinePeering"
     assert schema.NETWORK.field("peerings", output=True).type.items.name == "PeeringStatus"
@@ -87,15 +88,18 @@ def test_outputs_are_the_declared_outputs():
          "peered_networks": [{"namespace": "b", "name": "m", "uid": "v"}]}
     p = {"namespace": "a", "network": "n", "name": "p", "remote_namespace": "b", "remote_network": "m",
          "remote_uid": "v", "network_uid": "u", "phase": "Bound", "reason": "Bound", "message": "",
-         "last_phase_transition_time": "t", "expires_at": None, "ttl": "7d", "description": ""}
+         "last_phase_transition_time": "t", "expires_at": None, "ttl": "7d", "description": "",
+         "dataplane": "Programmed", "programmed_at": "t2"}
     out = network.outputs({"peerings": [{"name": "p", "remote_network": "m", "remote_namespace": "b"}]}, n, [p])
     assert set(out) == {f.name for f in schema.NETWORK.outputs()}
     assert out["peerings"][0]["remote_uid"] == "v" and out["inline_peerings"] == [
         {"name": "p", "remote_network": "m", "remote_namespace": "b"}]
     assert set(out["peerings"][0]) == {f.name for f in schema.PEERING_STATUS.fields}
+    assert (out["peerings"][0]["dataplane"], out["peerings"][0]["programmed_at"]) == ("Programmed", "t2")
     out = peering.outputs({"remote_uid": "pin", "wait_for_bound": 5}, p)
     assert set(out) == {f.name for f in schema.NETWORK_PEERING.outputs()}
     assert (out["pinned_remote_uid"], out["remote_uid"], out["wait_for_bound"]) == ("pin", "v", 5)
+    assert (out["dataplane"], out["programmed_at"]) == ("Programmed", "t2")
 
 
 # -- unknown values -------------------------------------------------------------------------------

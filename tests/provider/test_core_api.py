@@ -208,7 +208,8 @@ def test_wait_for_bound_watches_and_returns_once_bound(api):
     p = peering.wait_for_bound(a, c, p, 30)
     consent.join()
     # Told by the watch as it happened: well before the first 5 s status line would have been due.
-    assert p["phase"] == "Bound" and time.monotonic() - started < 5 and len(lines) == 1
+    assert p["phase"] == "Bound" and time.monotonic() - started < 5 and len(lines) == 2
+    assert "is Bound (Bound); waited" in lines[-1]   # the last status line says how the wait ended
     assert peering.wait_for_bound(a, c, p, 30) is p
 
 

@@ -191,3 +191,32 @@ def test_plugin_errors_and_partial_failures(plugin, netpeerd):
     assert [(f.property, f.reason) for f in r.failures] == [
         ("errorOnNotBound", "netpeer:errorOnNotBound: 'maybe' is not a boolean (true or false; "
                             "NETPEER_ERROR_ON_NOT_BOUND likewise)")]
+
+
+def test_get_peering_requests_and_accepting_one_through_the_plugin(plugin, netpeerd):
+    """The package's function reads the requests to team-b's network; a NetworkPeering built from a
+    request's fields accepts it, and both halves are Bound."""
+    with netpeerd.client() as admin:
+        admin.create_network("team-a", "net-a", ["10.1.0.0/24"])
+        admin.create_network("team-b", "net-b", ["10.2.0.0/24"])
+    with netpeerd.tenant("team-a") as a:
+        a.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    plugin.configure(endpoint=netpeerd.endpoint, token=netpeerd.token("team-b"))
+    r = plugin.call("Invoke", provider_pb2.InvokeRequest(
+        tok="netpeer:index:getPeeringRequests", args=plugin.struct({"network": "net-b"})))
+    assert not r.failures, r.failures
+    out = plugin.dict(getattr(r, "return"))
+    assert (out["namespace"], out["network"]) == ("team-b", "net-b")
+    [request] = out["requests"]
+    assert (request["requesterNamespace"], request["requesterNetwork"], request["prefixes"]) == \
+        ("team-a", "net-a", ["10.1.0.0/24"])
+    _, made = plugin.create(PEER, {"network": request["network"], "name": "from-a",
+                                   "remoteNamespace": request["requesterNamespace"],
+                                   "remoteNetwork": request["requesterNetwork"],
+                                   "remoteUid": request["requesterUid"]})
+    assert made["phase"] == "Bound"
+    with netpeerd.tenant("team-a") as a:
+        assert a.get_peering("team-a", "net-a", "to-b")["phase"] == "Bound"
+    r = plugin.call("Invoke", provider_pb2.InvokeRequest(
+        tok="netpeer:index:getPeeringRequests", args=plugin.struct({})))
+    assert plugin.dict(getattr(r, "return"))["requests"] == []

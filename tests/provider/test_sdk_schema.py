@@ -74,3 +74,35 @@ def test_every_nested_input_type_is_an_args_class(token):
     t = SCHEMA["types"][token]
     args = sdk_class(short(token) + "Args")
     assert args_fields(args) == expected(t["properties"], t.get("required", [])), f"{args.__name__}: field -> required"
+
+
+@pytest.mark.parametrize("token", sorted(SCHEMA.get("functions", {})))
+def test_every_schema_function_is_an_sdk_function(token):
+    """``netpeer:index:getNetwork`` -> ``get_network(name, namespace=None)`` returning every output."""
+    fn = SCHEMA["functions"][token]
+    call = getattr(sdk, snake(short(token)), None)
+    assert callable(call), f"the schema has {token}; pulumi_netpeer has no {snake(short(token))}"
+    params = inspect.signature(call).parameters
+    assert {n: p.default is inspect.Parameter.empty for n, p in params.items()} == \
+        expected(fn["inputs"]["properties"], fn["inputs"].get("required", []))
+    result = inspect.signature(call).return_annotation
+    result = getattr(sdk, result) if isinstance(result, str) else result
+    assert sorted(f.name for f in dataclasses.fields(result)) == sorted(snake(p) for p in fn["outputs"]["properties"])
+
+
+def test_get_peering_requests_reads_a_real_netpeerd(netpeerd, monkeypatch):
+    """Outside the stack configuration the settings come from the environment, as for the resources."""
+    with netpeerd.client() as admin:
+        admin.create_network("team-a", "net-a", ["10.1.0.0/24"])
+        admin.create_network("team-b", "net-b", ["10.2.0.0/24"])
+        admin.create_peering("team-a", "net-a", "to-b", "net-b", "team-b")
+    monkeypatch.setenv("NETPEER_ENDPOINT", netpeerd.endpoint)
+    monkeypatch.setenv("NETPEER_TOKEN", netpeerd.token("team-b"))
+    found = sdk.get_peering_requests()
+    assert (found.namespace, found.network) == ("team-b", "")
+    assert [(r["requester_namespace"], r["requester_network"], r["network"]) for r in found.requests] == \
+        [("team-a", "net-a", "net-b")]
+    monkeypatch.setenv("NETPEER_TOKEN", netpeerd.token("team-c"))
+    with pytest.raises(Exception) as err:
+        sdk.get_peering_requests(namespace="team-b")
+    assert "does not grant namespace 'team-b'" in str(err.value) and "\n" not in str(err.value)

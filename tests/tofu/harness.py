@@ -1,7 +1,8 @@
 """Running the real ``tofu`` on root modules, as a user would, against a test's netpeerd.
 
 ``Home``: a HOME of the tests' own, where scripts/install-tofu-provider.sh installs netpeer's provider
-into OpenTofu's implied local mirror (``~/.terraform.d/plugins/...``); no CLI configuration file is
+(the package of scripts/build-packages.sh, not this checkout's sources) into OpenTofu's implied local
+mirror (``~/.terraform.d/plugins/...``); no CLI configuration file is
 used, so ``tofu init`` finds the provider exactly as on a user's machine. ``Module``: one root module
 (a copy of an example, or text written by the test) with its own environment (endpoint, token).
 """
@@ -36,10 +37,13 @@ def tofu_bin() -> Path:
 class Home:
     """A HOME with netpeer's provider installed by the project's own script."""
 
-    def __init__(self, root: Path, binary: Path):
+    def __init__(self, root: Path, binary: Path, *, install: bool = True):
+        """``install=False``: the test installs the provider itself (another way, or not at all)."""
         self.root, self.binary = root, binary
         self.sockets = root / "sockets"  # the plugin's private directories go here (PLUGIN_UNIX_SOCKET_DIR)
         self.sockets.mkdir()
+        if not install:
+            return
         out = subprocess.run(["bash", str(ROOT / "scripts/install-tofu-provider.sh")], capture_output=True,
                              text=True, timeout=120,
                              env={**os.environ, "HOME": str(root), "PYTHON": sys.executable,

@@ -5,7 +5,9 @@ script put it (no CLI configuration file)."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 
 import pytest
 
@@ -54,11 +56,14 @@ def test_two_tenants_pending_bound_refresh_and_destroy_while_bound(modules, netp
     drift = a.plan("-refresh-only", ok=(2,))
     assert re.search(r'~ phase\s+= "Pending" -> "Bound"', drift.stdout), drift.stdout
     assert "changed outside of OpenTofu" in drift.stdout
+    # ... and where its dataplane is: the binding reached every chassis (Programming while one lags).
+    assert re.search(r'\+ programmed_at\s+= "20', drift.stdout), drift.stdout
     a.apply("-refresh-only")
     out = a.outputs()
     assert (out["phase"], out["reason"]) == ("Bound", "Bound")
     assert out["remote_uid"] == b.outputs()["network_uid"]
     assert out.get("expires_at") is None, "a Bound peering never expires"  # null outputs are left out
+    assert out["dataplane"] == "Programmed" and out["programmed_at"], out
     assert [(p["namespace"], p["name"]) for p in out["peered_networks"]] == [("team-b", "net-b")]
     a.plan()  # nothing left to do
 
@@ -306,3 +311,62 @@ def test_mixed_opentofu_and_pulumi_tenants_end_bound(modules, stacks, netpeerd):
     assert b.resource("NetworkPeering", "to-a")["outputs"]["phase"] == "Bound"
     assert b.resource("NetworkPeering", "to-a")["outputs"]["remote_uid"] == a.outputs()["network_uid"]
     a.plan("-var", "wait_for_bound=2m")
+
+
+TIMEOUTS = """
+terraform {
+  required_providers {
+    netpeer = { source = "netpeer/netpeer" }
+  }
+}
+resource "netpeer_network" "a" {
+  name    = "net-a"
+  subnets = ["10.1.0.0/24"]
+}
+resource "netpeer_peering" "to_b" {
+  network          = netpeer_network.a.name
+  name             = "to-b"
+  remote_namespace = "team-b"
+  remote_network   = "net-b"
+  wait_for_bound   = "1h"
+  timeouts {
+    create = "%s"
+  }
+}
+"""
+
+
+def test_timeouts_bound_the_wait_for_bound(modules, netpeerd):
+    """`timeouts { create = ... }` cuts the wait for Bound short (the half is
+    kept, with the usual warning); a bad duration is one diagnostic naming the
+    attribute and the value; changing only the block touches nothing."""
+    a = modules("a", "team-a")
+    a.write(TIMEOUTS % "soon")
+    a.init()
+    out = a.run("plan", "-input=false", ok=(1,))
+    assert errors(out) == ["Error: timeouts.create: 'soon' is not a duration (like 0s, 90s, 2m, 1m30s)"], \
+        out.stdout + out.stderr
+    assert re.search(r'line 18, in resource "netpeer_peering" "to_b":\n\s*18:\s+create = "soon"', out.stderr), out.stderr
+
+    a.write(TIMEOUTS % "3s")
+    started = time.monotonic()
+    apply = a.apply()
+    elapsed = time.monotonic() - started
+    print("[tofu_timeouts] " + json.dumps({"apply_s": round(elapsed, 1), "timeout_s": 3, "wait_for_bound_s": 3600}))
+    text = apply.stdout + apply.stderr
+    assert "Warning: peering team-a/net-a/to-b is still Pending (AwaitingRemote" in text, text
+    assert "wait_for_bound=3s" in text, text
+    assert elapsed < 600, "the apply waited for wait_for_bound (1h), not for timeouts.create (3s)"
+    assert netpeerd.client().get_peering("team-a", "net-a", "to-b")["phase"] == "Pending"   # kept
+    assert "No changes" in a.plan().stdout
+    state = json.loads(a.state_text())
+    [peering] = [r for r in state["resources"] if r["type"] == "netpeer_peering"]
+    assert peering["instances"][0]["attributes"]["timeouts"] == {"create": "3s", "update": None, "delete": None}
+
+    # Only the block changes: an update in place that asks the service nothing.
+    before = netpeerd.client().get_peering("team-a", "net-a", "to-b")["etag"]
+    a.write(TIMEOUTS % "10s")
+    update = a.apply()
+    assert "1 changed" in update.stdout, update.stdout
+    assert netpeerd.client().get_peering("team-a", "net-a", "to-b")["etag"] == before
+

@@ -75,6 +75,8 @@ def create_peering() -> pb.CreatePeeringRequest:
         remote=pb.RemoteRef(namespace=NS, network=NAME, uid=UID, site=SITE), description=DESCRIPTION, ttl=TTL))
 
 
+# The longest request id: three names, their dots and a 12-digit digest (netpeer.core.requests).
+REQUEST = f"{NETWORK}/peeringRequests/{NAME}.{NAME}.{NAME}.{'f' * 12}"
 MASK = field_mask_pb2.FieldMask(paths=["description", "subnets", "routes"])
 LARGEST_REQUESTS = {
     "/netpeer.v1.NetworkService/CreateNetwork": pb.CreateNetworkRequest(
@@ -96,6 +98,12 @@ LARGEST_REQUESTS = {
         peering=peering(), update_mask=field_mask_pb2.FieldMask(paths=["description", "ttl", "remote.uid"]),
         validate_only=True),
     "/netpeer.v1.NetworkService/DeletePeering": pb.DeletePeeringRequest(name=PEERING, etag=ETAG),
+    "/netpeer.v1.NetworkService/ListPeeringRequests": pb.ListPeeringRequestsRequest(
+        parent=NETWORK, page_size=2 ** 31 - 1, page_token="x" * 340),
+    "/netpeer.v1.NetworkService/DismissPeeringRequest": pb.DismissPeeringRequestRequest(name=REQUEST),
+    # The peering's output-only fields are ignored, but count.
+    "/netpeer.v1.NetworkService/AcceptPeeringRequest": pb.AcceptPeeringRequestRequest(
+        name=REQUEST, peering_id=NAME, peering=peering(), validate_only=True),
     "/netpeer.v1.NetworkService/Watch": pb.WatchRequest(parent=NETWORK, since_revision=2 ** 63 - 1),
     # Nothing bounds a token's namespaces but this limit: 1,000 of the longest names fit.
     "/netpeer.v1.TokenService/CreateToken": pb.CreateTokenRequest(

@@ -76,4 +76,6 @@ output "phase" { value = netpeer_peering.to_b.phase }
 output "reason" { value = netpeer_peering.to_b.reason }
 output "remote_uid" { value = netpeer_peering.to_b.remote_uid }
 output "expires_at" { value = netpeer_peering.to_b.expires_at }
+output "dataplane" { value = netpeer_peering.to_b.dataplane } # Programming while a chassis lags behind, else Programmed
+output "programmed_at" { value = netpeer_peering.to_b.programmed_at }
 output "peered_networks" { value = data.netpeer_network.a.peered_networks }

@@ -53,7 +53,9 @@ def outputs(inputs: Mapping[str, Any], n: Mapping[str, Any], peerings: list[dict
                       "phase": s["phase"], "reason": s["reason"],
                       "remote_uid": by_name.get(s["name"], {}).get("remote_uid"),
                       "last_phase_transition_time": s["last_phase_transition_time"],
-                      "expires_at": by_name.get(s["name"], {}).get("expires_at")} for s in n["peerings"]],
+                      "expires_at": by_name.get(s["name"], {}).get("expires_at"),
+                      "dataplane": by_name.get(s["name"], {}).get("dataplane") or "",
+                      "programmed_at": by_name.get(s["name"], {}).get("programmed_at")} for s in n["peerings"]],
         "peered_networks": n["peered_networks"],
     }
 
@@ -264,6 +266,17 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
     inputs = {"namespace": nid.namespace, "name": nid.name, "subnets": n["subnets"], "routes": n["routes"],
               "description": n["description"], "peerings": declarations}
     return Read(id_, outputs(inputs, n, peerings), inputs)
+
+
+def lookup(session: Session, name: str, namespace: str | None = None) -> Read:
+    """An existing network by name, ``namespace`` defaulting to the token's:
+    what the getNetwork function and the netpeer_network data source read. A
+    network that does not exist (or that the token cannot see) is an error naming it."""
+    ns = namespace or session.call("reading the token's namespace", default_namespace)
+    found = read(session, str(NetworkId(ns, name)), {})
+    if found is None:
+        raise ProviderError(f"network {ns}/{name} not found (or the token cannot see it)", path="name")
+    return found
 
 
 def import_(session: Session, id_: str) -> Read:

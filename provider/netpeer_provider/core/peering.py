@@ -9,7 +9,6 @@ service tells without keeping anything (``preview``, ``preview_update``,
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Mapping
 
 from netpeer import errors as service_errors
@@ -23,6 +22,7 @@ from netpeer_provider.core.ids import PeeringId
 from netpeer_provider.core.results import Created, Diff, Failure, Read, Updated, identity_changes
 from netpeer_provider.core.session import Session, default_namespace
 from netpeer_provider.core.values import given, known
+from netpeer_provider.core.wait import wait_for_bound
 
 SCHEMA = schema.NETWORK_PEERING
 _ECHOED, _STATUS = tuple(f.name for f in SCHEMA.echoed()), tuple(f.name for f in SCHEMA.status())
@@ -32,7 +32,6 @@ _UPDATABLE = tuple(f.name for f in SCHEMA.updatable() if f.role is not schema.Ro
 # The schema's required inputs, and the name: the faces default it to the resource's name.
 _REQUIRED = tuple(f.name for f in SCHEMA.inputs() if f.role.required or f.name == "name")
 WAIT_MAX = 3600
-PROGRESS_EVERY = 5.0  # seconds between two status lines while waiting for Bound
 
 
 def outputs(inputs: Mapping[str, Any], p: Mapping[str, Any]) -> dict[str, Any]:
@@ -266,8 +265,11 @@ def read(session: Session, id_: str, props: Mapping[str, Any]) -> Read | None:
         inputs["remote_site"] = p["remote_site"]
     if props.get("pinned_remote_uid"):
         inputs["remote_uid"] = props["pinned_remote_uid"]
-    inputs["wait_for_bound"] = props.get("wait_for_bound") or 0  # settings of ours, not the service's
-    inputs["wait_for_programmed"] = bool(props.get("wait_for_programmed"))
+    # Settings of ours, not the service's: as they were declared, and absent when they were not (a
+    # refresh that filled in `false` or `0` would show them as changes).
+    for name in ("wait_for_bound", "wait_for_programmed"):
+        if props.get(name) is not None:
+            inputs[name] = props[name]
     return Read(id_, outputs(inputs, p), inputs)
 
 
@@ -340,59 +342,6 @@ def delete(session: Session, id_: str, props: Mapping[str, Any]) -> None:
     except ServiceError as exc:
         if not isinstance(exc.cause, service_errors.NotFound):
             raise
-
-
-def _done(p: Mapping[str, Any], programmed: bool) -> bool:
-    if p["phase"] == "Failed":
-        return True
-    return p["phase"] == "Bound" and (not programmed or p.get("dataplane") != "Programming")
-
-
-def wait_for_bound(session: Session, client, p: dict[str, Any], seconds: float, *, programmed: bool = False,
-                   clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Watches the peering until it is Bound (with ``programmed``: Bound and
-    its dataplane Programmed) or Failed, for at most ``seconds`` (0: return at
-    once), and returns it as last seen, whatever its phase: the half is never
-    withdrawn (the other side may be waiting for it). Status lines go to
-    ``session.report`` at the start, when the phase, reason or dataplane
-    changes and every ``PROGRESS_EVERY`` seconds."""
-    if not seconds or _done(p, programmed):
-        return p
-    key, goal = _key(p), "Programmed" if programmed else "Bound"
-    start = last = clock()
-    deadline = start + float(seconds)
-
-    def state(p: Mapping[str, Any]) -> tuple[str, ...]:
-        return (p["phase"], p["reason"], p.get("dataplane") or "") if programmed else (p["phase"], p["reason"])
-
-    def said(p: Mapping[str, Any]) -> str:
-        dataplane = f", dataplane {p.get('dataplane')}" if programmed and p["phase"] == "Bound" else ""
-        return f"peering {key} is {p['phase']} ({p['reason']}{dataplane})"
-
-    seen = state(p)
-    session.report(f"{said(p)}; waiting up to {seconds:g}s for {goal}")
-    since, fresh = None, False
-    while (remaining := deadline - clock()) > 0:
-        # Each watch ends after PROGRESS_EVERY seconds at most, for a status line.
-        for event in client.watch(p["namespace"], p["network"], since=since,
-                                  timeout=min(remaining, PROGRESS_EVERY)):
-            since = event["revision"]
-            if not fresh:   # the first answer (a Bookmark): re-read, for what changed before the watch began
-                p, fresh = client.get_peering(p["namespace"], p["network"], p["name"]), True
-            elif event.get("kind") == "peering" and event["name"] == p["name"] and "peering" in event:
-                p = event["peering"]
-            else:
-                continue
-            if _done(p, programmed):
-                return p
-            if state(p) != seen:
-                seen, last = state(p), clock()
-                session.report(f"{said(p)}; waited {last - start:.0f}s of {seconds:g}s for {goal}")
-        now = clock()
-        if now - last >= PROGRESS_EVERY and now < deadline:
-            last = now
-            session.report(f"{said(p)}; waited {now - start:.0f}s of {seconds:g}s for {goal}")
-    return p
 
 
 __all__ = ["SCHEMA", "check", "create", "delete", "diff", "import_", "notes", "outputs", "preview",

@@ -157,6 +157,11 @@ _OPT, _REQ, _OC, _OUT = Role.OPTIONAL, Role.REQUIRED, Role.OPTIONAL_COMPUTED, Ro
 _NS_HELP = "Defaults to the namespace of the token when it grants exactly one."
 _REASONS = ("`AwaitingRemote`, `Bound`, `OverlappingPrefixes`, `RemoteWithdrawn` or `RemoteReplaced` (the remote "
             "network was deleted and re-created while this peering is pinned to the old one's uid).")
+_DATAPLANE_HELP = ("`Programming` while the last change of the pair's dataplane (binding, unbinding, new prefixes) "
+                   "has not reached every OVN chassis (the dataplane lags), else `Programmed`; Bound and "
+                   "`Programmed`: traffic flows.")
+_PROGRAMMED_HELP = ("When the last change of the pair's dataplane reached every OVN chassis (RFC 3339, UTC); unset "
+                    "while Programming or before any change.")
 _PIN_HELP = ("Pins the remote network's uid: the peering binds only to that network. Changing or clearing it "
              "re-pins the peering in place, e.g. to the new uid after the remote network was re-created "
              "(reason `RemoteReplaced`).")
@@ -187,6 +192,8 @@ PEERING_STATUS = object_of(
     Field("remote_uid", STRING, _OUT, "The remote network's uid, pinned or learned when the peering bound."),
     Field("last_phase_transition_time", STRING, _OUT, "When the phase last changed (RFC 3339, UTC)."),
     Field("expires_at", STRING, _OUT, "When a Pending or Failed peering will be deleted; unset while Bound."),
+    Field("dataplane", STRING, _OUT, _DATAPLANE_HELP),
+    Field("programmed_at", STRING, _OUT, _PROGRAMMED_HELP),
 )
 
 PEERED_NETWORK = object_of(
@@ -267,6 +274,8 @@ NETWORK_PEERING = Resource(
         Field("network_uid", STRING, _OUT, "The local network's uid."),
         Field("last_phase_transition_time", STRING, _OUT, "When the phase last changed (RFC 3339, UTC)."),
         Field("expires_at", STRING, _OUT, "When a Pending or Failed peering will be deleted; unset while Bound."),
+        Field("dataplane", STRING, _OUT, _DATAPLANE_HELP),
+        Field("programmed_at", STRING, _OUT, _PROGRAMMED_HELP),
         Field("pinned_remote_uid", STRING, _OUT, "The remote_uid input as last declared; what the next diff "
               "compares with.", internal=True),
     ),
@@ -294,3 +303,30 @@ PROVIDER = Resource(
 )
 
 RESOURCES: dict[str, Resource] = {r.name: r for r in (NETWORK, NETWORK_PEERING)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Function:
+    """A read-only lookup the faces offer (a Pulumi function, an OpenTofu data
+    source): its arguments, and a result with the outputs of ``result``."""
+
+    name: str
+    description: str
+    arguments: tuple[Field, ...]
+    result: Resource
+
+    def outputs(self) -> tuple[Field, ...]:
+        """The result's fields: the resource's outputs, bookkeeping ones left out."""
+        return tuple(f for f in self.result.outputs() if not f.internal)
+
+
+GET_NETWORK = Function(
+    "getNetwork",
+    "Reads an existing network of a namespace the token grants: its uid, subnets, routes, peerings and the "
+    "networks it is Bound to.",
+    (Field("name", STRING, _REQ, "The network's name."),
+     Field("namespace", STRING, _OPT, "The network's namespace. " + _NS_HELP)),
+    NETWORK,
+)
+
+FUNCTIONS: dict[str, Function] = {f.name: f for f in (GET_NETWORK,)}

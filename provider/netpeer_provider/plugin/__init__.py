@@ -2,8 +2,8 @@
 programs in any Pulumi language (YAML, TypeScript, Go, ...).
 
 A third face over ``netpeer_provider.core``, beside the Python dynamic
-providers: the package ``netpeer`` with ``netpeer:index:Network`` and
-``netpeer:index:NetworkPeering``, its schema generated from the core's
+providers: the package ``netpeer`` with ``netpeer:index:Network``,
+``netpeer:index:NetworkPeering`` and the function ``netpeer:index:getNetwork``, its schema generated from the core's
 (``schema_json``), served with Pulumi's provider server
 (``pulumi.provider.experimental``). Only translation lives here: property
 values and camelCase names (``values``), the engine's requests to core

@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 from pulumi.provider.experimental import provider as p
 
 from netpeer_provider import core
-from netpeer_provider.core import schema
+from netpeer_provider.core import inbox, schema
 from netpeer_provider.plugin import schema_json, values
 from netpeer_provider.pulumi_engine import Engine, PulumiTerms, field_changes
 
@@ -157,6 +157,24 @@ class NetpeerProvider(p.Provider):
             updated = await self._run(lambda: ops.update(s, request.resource_id, olds, news))
         self._warn(request.urn, updated.warnings)
         return p.UpdateResponse(values.props_to_pulumi(updated.outputs, keep_unknowns=False))
+
+    async def invoke(self, request: p.InvokeRequest) -> p.InvokeResponse:
+        """The package's functions: ``getNetwork`` (OpenTofu's ``netpeer_network`` data source) and
+        ``getPeeringRequests`` (docs/inbox.md)."""
+        args = values.props_to_core(request.args)
+        if request.tok == schema_json.token(schema_json.GET_PEERING_REQUESTS):
+            s = self.session()
+            found = await self._run(lambda: inbox.list_requests(s, args.get("namespace"), args.get("network")))
+            return p.InvokeResponse(return_value=values.props_to_pulumi(found))
+        fn = schema.FUNCTIONS.get(request.tok.rsplit(":", 1)[-1]) if request.tok.startswith("netpeer:") else None
+        if fn is not schema.GET_NETWORK:
+            known = [schema_json.token(n) for n in (*schema.FUNCTIONS, schema_json.GET_PEERING_REQUESTS)]
+            raise core.ProviderError(f"function: {request.tok!r} is not a netpeer function ({', '.join(known)})")
+        if not args.get("name"):
+            return p.InvokeResponse(failures=[p.CheckFailure("name", "name is required")])
+        found = await self._run(lambda: core.network.lookup(self.session(), args["name"], args.get("namespace")))
+        outs = {k: found.outputs.get(k) for k in (f.name for f in fn.outputs())}
+        return p.InvokeResponse(values.props_to_pulumi({"id": found.id, **outs}))
 
     async def delete(self, request: p.DeleteRequest) -> None:
         _, ops = resource_of(request.urn)

@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from netpeer_provider.core import schema
+from netpeer_provider.core import inbox, schema
 
 PACKAGE = "netpeer"
 MODULE = "index"
@@ -86,7 +86,7 @@ _ALWAYS_SET = {"Network": {"name", "namespace", "uid", "subnets", "routes", "des
                            "peered_networks"},
                "NetworkPeering": {"namespace", "network", "name", "remote_namespace", "remote_network", "remote_site",
                                   "ttl", "description", "wait_for_bound", "phase", "reason", "message", "network_uid",
-                                  "last_phase_transition_time"}}
+                                  "last_phase_transition_time", "dataplane"}}
 
 
 def _resource(r: schema.Resource) -> dict[str, Any]:
@@ -101,11 +101,56 @@ def _resource(r: schema.Resource) -> dict[str, Any]:
     }
 
 
+def _function(fn: schema.Function) -> dict[str, Any]:
+    outs = fn.outputs()
+    always = _ALWAYS_SET[fn.result.name]
+    return {
+        "description": describe(fn.description),
+        "inputs": {"properties": {schema.camel_case(f.name): _property(f) for f in fn.arguments},
+                   "required": [schema.camel_case(f.name) for f in fn.arguments if f.role.required]},
+        "outputs": {"properties": {"id": {"type": "string", "description": f"`{fn.result.id_format}`."},
+                                   **{schema.camel_case(f.name): _property(f) for f in outs}},
+                    "required": ["id", *(schema.camel_case(f.name) for f in outs if f.name in always)]},
+    }
+
+
 TYPE_DESCRIPTIONS = {
     "InlinePeering": "A peering declared on its network (in `peerings`).",
     "PeeringStatus": "One peering of a network as the service reports it.",
     "PeeredNetwork": "A network this one is Bound to.",
 }
+
+
+#: The package's one function (``netpeer_provider.core.inbox``).
+GET_PEERING_REQUESTS = "getPeeringRequests"
+
+
+def _inbox_field(kind: str, description: str) -> dict[str, Any]:
+    t = {"type": "array", "items": {"type": "string"}} if kind == "array" else {"type": "string"}
+    return {**t, "description": describe(description)}
+
+
+def _functions() -> dict[str, Any]:
+    return {token(GET_PEERING_REQUESTS): {
+        "description": "The requests other networks make to peer with the networks of a namespace (halves naming "
+                       "them with no matching half yet, not dismissed): accept one in code with a NetworkPeering "
+                       "built from its fields.",
+        "inputs": {"properties": {
+            "namespace": {"type": "string", "description": "Default: the token's namespace when it grants one."},
+            "network": {"type": "string", "description": "Only the requests to this network."}}},
+        "outputs": {"properties": {
+            "namespace": {"type": "string", "description": "The namespace read."},
+            "network": {"type": "string", "description": "The network asked for (\"\": all)."},
+            "requests": {"type": "array", "items": {"$ref": f"#/types/{token('PeeringRequest')}"},
+                         "description": "By network, then requester."}},
+            "required": ["namespace", "network", "requests"]},
+    }}
+
+
+def _request_type() -> dict[str, Any]:
+    return {"type": "object", "description": "A request to peer with a network of the namespace.",
+            "properties": {schema.camel_case(n): _inbox_field(k, d) for n, k, d in inbox.REQUEST_FIELDS},
+            "required": [schema.camel_case(n) for n, _, _ in inbox.REQUEST_FIELDS]}
 
 
 def dynamic_package() -> dict[str, Any]:
@@ -148,9 +193,11 @@ def package() -> dict[str, Any]:
             "description": describe(schema.PROVIDER.description),
             "inputProperties": {schema.camel_case(f.name): _property(f, setting=True) for f in settings},
         },
-        "types": {token(t.name): _object(t, TYPE_DESCRIPTIONS[t.name])
-                  for t in (schema.INLINE_PEERING, schema.PEERING_STATUS, schema.PEERED_NETWORK)},
+        "types": {**{token(t.name): _object(t, TYPE_DESCRIPTIONS[t.name])
+                     for t in (schema.INLINE_PEERING, schema.PEERING_STATUS, schema.PEERED_NETWORK)},
+                  token("PeeringRequest"): _request_type()},
         "resources": {token(r.name): _resource(r) for r in schema.RESOURCES.values()},
+        "functions": {**_functions(), **{token(f.name): _function(f) for f in schema.FUNCTIONS.values()}},
         "language": {
             "nodejs": {"packageName": "@netpeer/pulumi", "respectSchemaVersion": True,
                        "packageDescription": "Pulumi resources for netpeer: networks and mutually consented "

@@ -22,7 +22,7 @@ from netpeer_provider.plugin import schema_json, values
 from netpeer_provider.plugin.provider import NetpeerProvider
 from netpeer_provider.pulumi_engine import Engine, engine_address, status_of
 
-GUARDED = ("CheckConfig", "Configure", "Check", "Diff", "Create", "Read", "Update", "Delete", "GetSchema")
+GUARDED = ("CheckConfig", "Configure", "Check", "Diff", "Create", "Read", "Update", "Delete", "GetSchema", "Invoke")
 
 
 def _partial(exc: BaseException):

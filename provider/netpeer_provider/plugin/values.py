@@ -2,7 +2,9 @@
 
 The engine speaks ``PropertyValue`` maps keyed by camelCase names
 (``remoteNetwork``), with computed (unknown) values in previews and secrets
-wrapped; the core speaks plain dicts keyed by snake_case names, with
+wrapped. An unknown value reaches the plugin as Pulumi's placeholder string
+(``04da6b54-...``), not as a computed value: it must never be taken for a
+name (a network replaced in the same run); the core speaks plain dicts keyed by snake_case names, with
 ``core.UNKNOWN``. Numbers are floats on the wire.
 """
 
@@ -12,6 +14,7 @@ import re
 from typing import Any, Mapping
 
 from pulumi.provider.experimental.property_value import PropertyValue, PropertyValueType
+from pulumi.runtime.rpc import UNKNOWN as PLACEHOLDER
 
 from netpeer_provider import core
 from netpeer_provider.core import schema
@@ -25,9 +28,10 @@ def snake_case(name: str) -> str:
 
 
 def to_core(value: PropertyValue) -> Any:
-    """A property value as a plain value: unknown as ``core.UNKNOWN``, secrets unwrapped, keys snake_case."""
+    """A property value as a plain value: unknown (computed, or the placeholder) as ``core.UNKNOWN``, secrets
+    unwrapped, keys snake_case."""
     kind = value.type
-    if kind is PropertyValueType.COMPUTED:
+    if kind is PropertyValueType.COMPUTED or (kind is PropertyValueType.STRING and value.value == PLACEHOLDER):
         return core.UNKNOWN
     if kind is PropertyValueType.ARRAY:
         return [to_core(v) for v in value.value]
@@ -78,7 +82,7 @@ def settings(args: Mapping[str, PropertyValue]) -> dict[str, Any]:
     names = {schema.camel_case(f.name) for f in schema.PROVIDER.fields}
     out = {}
     for key, value in args.items():
-        if key in names and value.type is not PropertyValueType.COMPUTED:
-            plain = to_core(value)
+        plain = to_core(value) if key in names else core.UNKNOWN
+        if core.known(plain):
             out[snake_case(key)] = plain
     return out

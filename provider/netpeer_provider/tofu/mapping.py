@@ -12,6 +12,8 @@ Everything here is a translation; no rule of netpeer's lives in this module.
   the schema (``("subnets", 0)``), cut where the schema has nothing finer.
 - ``seconds``/``duration``: ``wait_for_bound`` is a duration string here (``"0s"``, ``"2m"``,
   ``"1m30s"``); the core counts seconds.
+- ``TIMEOUTS``/``timeout``: the ``timeouts { create = "5m" }`` block, OpenTofu's way to bound an
+  operation's waits; the core is given the shorter of a wait and its operation's timeout.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from netpeer_provider import core
 from netpeer_provider.core import schema as cs
 
 from .codec import BOOL, NUMBER, STRING, UNKNOWN, list_of, object_of
-from .schema import Attribute
+from .schema import Attribute, Block
 
 # Fields whose OpenTofu type differs from the core's, with the description to show instead.
 OVERRIDES: dict[tuple[str, str], tuple[Any, str]] = {
@@ -158,3 +160,33 @@ def duration(value: Any) -> str:
         if n and n % size == 0:
             return f"{n // size}{unit}"
     return f"{n}s"
+
+
+TIMEOUT_OPERATIONS = ("create", "update", "delete")
+TIMEOUTS = Block({op: Attribute(STRING, f"How long a {op} may wait (for a peering to be Bound or Programmed; "
+                                        f"for a network's peerings to go): a duration like `90s`, `5m`, `1h`. "
+                                        f"Unset: the operation's own limit.", optional=True)
+                  for op in TIMEOUT_OPERATIONS},
+                 description="Bounds on the waits of each operation (OpenTofu's `timeouts` block).")
+
+
+def timeout_errors(value: Any) -> list[tuple[str, str]]:
+    """(operation, one line) for each duration of a ``timeouts`` block that does not parse."""
+    out = []
+    for op in TIMEOUT_OPERATIONS:
+        text = (value or {}).get(op) if value is not UNKNOWN else None
+        if text is not None and text is not UNKNOWN:
+            try:
+                seconds(f"timeouts.{op}", text)
+            except ValueError as exc:
+                out.append((op, str(exc)))
+    return out
+
+
+def timeout(value: Any, op: str) -> int | None:
+    """The seconds ``timeouts.<op>`` gives, or None when it is unset (or does not parse: validated before)."""
+    text = (value or {}).get(op) if value is not UNKNOWN else None
+    try:
+        return None if text is None or text is UNKNOWN else seconds(f"timeouts.{op}", text)
+    except ValueError:
+        return None

@@ -1,5 +1,5 @@
-"""netpeer's OpenTofu (and Terraform) provider: ``netpeer_network``, ``netpeer_peering`` and the
-``netpeer_network`` data source, a thin face over ``netpeer_provider.core``.
+"""netpeer's OpenTofu (and Terraform) provider: ``netpeer_network``, ``netpeer_peering``, the
+``netpeer_network`` and ``netpeer_peering_requests`` data sources, a thin face over ``netpeer_provider.core``.
 
 The core decides everything (validation, what replaces and what updates in place, the calls to
 netpeerd, ids, errors); this module translates between OpenTofu's plans and states and the core's
@@ -21,14 +21,13 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from netpeer_provider import core
-from netpeer_provider.core import review
+from netpeer_provider.core import inbox, review
 from netpeer_provider.core import schema as cs
 from netpeer_provider.core.errors import Terms
-from netpeer_provider.core.session import default_namespace
 
 from . import mapping
-from .codec import STRING, UNKNOWN
-from .provider import DataSource, Plan, Provider, Resource, TofuError, error, fail_keeping_state, warn
+from .codec import STRING, UNKNOWN, list_of, object_of
+from .provider import DataSource, Name, Plan, Provider, Resource, TofuError, error, fail_keeping_state, warn
 from .schema import Attribute, Schema
 
 
@@ -50,6 +49,14 @@ class TofuTerms(Terms):
 TERMS = TofuTerms()
 
 
+def bounded(clean: dict[str, Any], planned: dict, op: str) -> dict[str, Any]:
+    """The core's inputs with ``wait_for_bound`` cut to the ``timeouts`` block's limit for ``op``."""
+    limit = mapping.timeout(planned.get("timeouts"), op)
+    if limit is None or not clean.get("wait_for_bound") or clean["wait_for_bound"] <= limit:
+        return clean
+    return {**clean, "wait_for_bound": limit}
+
+
 def _fail(exc: core.ProviderError, t: Any) -> TofuError:
     """A core error as one diagnostic, on its attribute when the schema has it."""
     return TofuError(exc.message, attribute=mapping.path(exc.path, t))
@@ -67,7 +74,8 @@ class CoreResource(Resource):
 
     @classmethod
     def make_schema(cls) -> Schema:
-        return Schema(attributes=mapping.attributes(cls.spec), description=cls.spec.description)
+        return Schema(attributes=mapping.attributes(cls.spec), description=cls.spec.description,
+                      blocks={"timeouts": mapping.TIMEOUTS})
 
     # --- translation ---
     def inputs(self, state: dict, *, planning: bool, errors: list | None = None) -> dict[str, Any]:
@@ -106,6 +114,10 @@ class CoreResource(Resource):
         """The core's internal outputs, which OpenTofu's schema does not carry."""
         return {}
 
+    def delete_options(self, state: dict) -> dict[str, Any]:
+        """What the core's delete takes besides the state (a network: how long to wait for its peerings)."""
+        return {}
+
     def state(self, id_: str, outputs: dict[str, Any], declared: dict | None) -> dict:
         """A state from the core's outputs; ``declared`` (a plan or prior state) lends its spelling
         of inputs that mean the same as the service's."""
@@ -114,6 +126,7 @@ class CoreResource(Resource):
         for name, default in mapping.defaults(self.spec).items():
             if st.get(name) is None:
                 st[name] = default
+        st["timeouts"] = (declared or {}).get("timeouts")  # OpenTofu's, as declared
         if declared:
             st.update(self.spelling(declared, st))
         for name in mapping.defaults(self.spec):
@@ -136,6 +149,8 @@ class CoreResource(Resource):
     def validate(self, config: dict):
         diags: list = []
         _, failures = self.ops.check(self.inputs(config, planning=True, errors=diags))
+        diags += [error(line, attribute=("timeouts", Name(op)))
+                  for op, line in mapping.timeout_errors(config.get("timeouts"))]
         return diags + [error(self.message(f, config), attribute=mapping.path(f.path, self.schema.type))
                         for f in failures]
 
@@ -147,10 +162,8 @@ class CoreResource(Resource):
 
     def ask(self, planned: dict, config: dict, prior: dict | None = None, *,
             replacing: bool = False) -> dict[str, Any]:
-        """The service's checks at plan time, the validate-only calls Pulumi's preview makes (the core's
-        ``preview``, ``validate_replacement``, ``preview_update``): refusals fail the plan, each on its
-        attribute; warnings (a peering that would be Failed) are the plan's; the status the answer
-        predicts (``core.review.predicted``) is returned, to be shown as known in the plan."""
+        """The validate-only calls of Pulumi's preview, at plan time: refusals fail the plan, each on its
+        attribute; warnings are the plan's; returns the status to show as known (``review.predicted``)."""
         if self.provider.settings_unknown:
             return {}  # the provider block is known only after apply: the apply asks
         # What the configuration leaves out is the service's to choose (namespace, ttl), as in the apply.
@@ -158,13 +171,10 @@ class CoreResource(Resource):
         clean, _ = self.ops.check(self.inputs(given, planning=True))
         s = self.session()
         try:
-            if prior is None:
-                result = self.ops.preview(s, clean)
-            elif replacing:
+            if prior is not None and replacing:
                 self.ops.validate_replacement(s, prior["id"], self.olds(prior), clean)
-                result = self.ops.preview(s, clean)
-            else:
-                result = self.ops.preview_update(s, prior["id"], self.olds(prior), clean)
+            result = self.ops.preview(s, clean) if prior is None or replacing else \
+                self.ops.preview_update(s, prior["id"], self.olds(prior), clean)
         except core.ServiceError as exc:
             raise TofuError(diagnostics=[error(f.message, attribute=mapping.path(f.path, self.schema.type))
                                          for f in review.refusals(exc)]) from None
@@ -211,8 +221,9 @@ class CoreResource(Resource):
                 warn(line)
             planned.update(self.ask(planned, config, prior, replacing=True) if config is not None else {})
             return Plan(planned, [(name,) for name in d.replaces])
-        if not d.changes:
-            return Plan(dict(prior))
+        if not d.changes:  # a new `timeouts` block alone changes nothing in the service
+            same = planned.get("timeouts") == prior.get("timeouts")
+            return Plan(dict(prior) if same else {**prior, "timeouts": planned.get("timeouts")})
         for name in self.volatile:
             if name in computed:
                 planned[name] = UNKNOWN
@@ -224,7 +235,7 @@ class CoreResource(Resource):
         if failures:
             raise TofuError(failures[0].message, attribute=mapping.path(failures[0].path, self.schema.type))
         try:
-            created = self.ops.create(self.session(), clean)
+            created = self.ops.create(self.session(), bounded(clean, planned, "create"))
         except core.NotBound as exc:
             return self.kept(exc, planned)
         except core.ProviderError as exc:
@@ -248,8 +259,11 @@ class CoreResource(Resource):
 
     def update(self, prior: dict, planned: dict, config: dict) -> dict:
         clean, _ = self.ops.check(self.inputs(planned, planning=False))
+        if not self.ops.diff(self.olds(prior), clean).changes:  # only `timeouts` changed
+            return {**prior, "timeouts": planned.get("timeouts")}
         try:
-            updated = self.ops.update(self.session(), prior["id"], self.olds(prior), clean)
+            updated = self.ops.update(self.session(), prior["id"], self.olds(prior),
+                                      bounded(clean, planned, "update"))
         except core.NotBound as exc:
             return self.kept(exc, planned)
         except core.ProviderError as exc:
@@ -260,7 +274,7 @@ class CoreResource(Resource):
 
     def delete(self, state: dict) -> None:
         try:
-            self.ops.delete(self.session(), state["id"], self.olds(state))
+            self.ops.delete(self.session(), state["id"], self.olds(state), **self.delete_options(state))
         except core.ProviderError as exc:
             raise _fail(exc, self.schema.type) from None
 
@@ -285,13 +299,18 @@ class Network(CoreResource):
     def bookkeeping(self, prior: dict) -> dict[str, Any]:
         return {"inline_peerings": []}
 
+    def delete_options(self, state: dict) -> dict[str, Any]:
+        limit = mapping.timeout(state.get("timeouts"), "delete")
+        return {} if limit is None else {"in_use_wait": limit}
+
 
 
 class Peering(CoreResource):
     type_name = "netpeer_peering"
     ops = core.peering
     spec = cs.NETWORK_PEERING
-    volatile = ("phase", "reason", "message", "remote_uid", "last_phase_transition_time", "expires_at")
+    volatile = ("phase", "reason", "message", "remote_uid", "last_phase_transition_time", "expires_at", "dataplane",
+                "programmed_at")
     normalised = ("ttl",)
 
     def bookkeeping(self, prior: dict) -> dict[str, Any]:
@@ -306,7 +325,7 @@ Peering.schema = Peering.make_schema()
 def _data_attributes() -> dict[str, Attribute]:
     """A network's attributes, all read: only ``name`` (and ``namespace``) are given."""
     attrs = {n: Attribute(a.type, a.description, computed=True) for n, a in mapping.attributes(cs.NETWORK).items()}
-    attrs["name"] = Attribute(STRING, "The network's name.", required=True)
+    attrs["name"] = Attribute(STRING, cs.GET_NETWORK.arguments[0].description, required=True)
     attrs["namespace"] = dataclasses.replace(mapping.attributes(cs.NETWORK)["namespace"])
     return attrs
 
@@ -315,21 +334,44 @@ class NetworkData(DataSource):
     """Reads a network of a namespace the token grants: its uid, prefixes and peerings."""
 
     type_name = "netpeer_network"
-    schema = Schema(attributes=_data_attributes(),
-                    description="Reads an existing network: its uid, subnets, routes, peerings and the networks "
-                                "it is Bound to.")
+    schema = Schema(attributes=_data_attributes(), description=cs.GET_NETWORK.description)  # Pulumi's getNetwork
 
     def read(self, config: dict) -> dict:
-        session = self.provider.session()
         try:
-            ns = config.get("namespace") or session.call("reading the token's namespace", default_namespace)
-            found = core.network.read(session, str(core.NetworkId(ns, config["name"])), {})
+            found = core.network.lookup(self.provider.session(), config["name"], config.get("namespace") or None)
         except core.ProviderError as exc:
             raise _fail(exc, self.schema.type) from None
-        if found is None:
-            raise TofuError(f"network {ns}/{config['name']} not found (or the token cannot see it)",
-                                attribute="name")
         return {**Network(self.provider).state(found.id, found.outputs, None), "name": config["name"]}
+
+
+#: One request of ``netpeer_peering_requests`` (docs/inbox.md).
+REQUEST_TYPE = object_of({name: list_of(STRING) if kind == "array" else STRING
+                          for name, kind, _ in inbox.REQUEST_FIELDS})
+
+
+class PeeringRequestsData(DataSource):
+    """The requests to peer with networks of a namespace (docs/inbox.md): accept one in code with a
+    ``netpeer_peering`` built from its fields (``remote_namespace = requester_namespace``, ...)."""
+
+    type_name = "netpeer_peering_requests"
+    schema = Schema(
+        attributes={
+            "namespace": Attribute(STRING, "The namespace whose networks the requests name (default: the "
+                                           "token's namespace when it grants exactly one).", optional=True,
+                                   computed=True),
+            "network": Attribute(STRING, "Only the requests to this network.", optional=True),
+            "requests": Attribute(list_of(REQUEST_TYPE), "The requests not dismissed, by network, then "
+                                                         "requester.", computed=True),
+        },
+        description="Reads the requests other networks make to peer with the networks of a namespace: halves "
+                    "naming them that have no matching half yet.")
+
+    def read(self, config: dict) -> dict:
+        try:
+            found = inbox.list_requests(self.provider.session(), config.get("namespace"), config.get("network"))
+        except core.ProviderError as exc:
+            raise TofuError(exc.message, attribute=exc.path or None) from None
+        return {**found, "network": config.get("network")}
 
 
 class NetpeerProvider(Provider):
@@ -338,7 +380,7 @@ class NetpeerProvider(Provider):
     schema = Schema(attributes=mapping.provider_attributes(),
                     description=cs.PROVIDER.description)
     resources = (Network, Peering)
-    data_sources = (NetworkData,)
+    data_sources = (NetworkData, PeeringRequestsData)
 
     def __init__(self) -> None:
         super().__init__()

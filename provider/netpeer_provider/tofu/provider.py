@@ -21,6 +21,11 @@ WARNING = "warning"
 Path = tuple  # ("tags", "env") = attribute "tags", map key "env"; ints are list indexes
 
 
+class Name(str):
+    """A step of a ``Path`` that names an attribute of a nested block or object (``("timeouts",
+    Name("create"))``), where a plain string would be a map key."""
+
+
 def _as_path(p: str | Sequence | None) -> Path | None:
     if p is None:
         return None
@@ -155,7 +160,7 @@ class Resource:
     def upgrade(self, version: int, raw: dict) -> dict:
         """A state stored by schema ``version`` (as a JSON object) -> a state of the current schema.
         Default: attributes the schema no longer has are dropped, new ones are null."""
-        return {name: raw.get(name) for name in self.schema.attributes}
+        return {name: raw.get(name) for name in self.schema.names}
 
 
 class DataSource:

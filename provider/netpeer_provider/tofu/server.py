@@ -18,7 +18,7 @@ import grpc
 
 from . import _stubs
 from .codec import CodecError, contains_unknown, decode, encode_msgpack, from_json_value
-from .provider import ERROR, Diagnostic, Plan, Provider, TofuError, _collected, error
+from .provider import ERROR, Diagnostic, Name, Plan, Provider, TofuError, _collected, error
 
 MAX_MESSAGE = 256 << 20
 
@@ -40,7 +40,7 @@ class _Rpc:
     def path_pb(self, path: tuple) -> Any:
         steps = []
         for i, p in enumerate(path):
-            if i == 0:
+            if i == 0 or isinstance(p, Name):
                 steps.append(self.tf.AttributePath.Step(attribute_name=str(p)))
             elif isinstance(p, int) and not isinstance(p, bool):
                 steps.append(self.tf.AttributePath.Step(element_key_int=p))
@@ -94,7 +94,7 @@ def build_servicers(provider: Provider, stubs: Any, on_shutdown: Callable[[], No
             return None
         if not isinstance(state, dict):
             raise TofuError(f"{type_name}: {what} returned {type(state).__name__}, not a dict")
-        full = {name: state.get(name) for name in resource_schemas[type_name].attributes}
+        full = {name: state.get(name) for name in resource_schemas[type_name].names}
         extra = set(state) - set(full)
         if extra:
             raise TofuError(f"{type_name}: {what} returned unknown attribute(s) {sorted(extra)}")
