@@ -60,9 +60,30 @@ class NetpeerError(Exception):
 
 
 class InvalidArgument(NetpeerError):
-    """The request is malformed: a bad name, CIDR, TTL, ..."""
+    """The request is malformed: a bad name, CIDR, TTL, ... ``violations``:
+    every invalid field of the request, this one first (``several``); the
+    message is the first one's, for clients that show only the message."""
 
     default_reason = Reason.INVALID_FIELD
+
+    def __init__(self, message: str, *, field: str | None = None, value: object = None,
+                 reason: Reason | None = None, related: Mapping[str, str] | None = None,
+                 resource: tuple[str, str] | None = None, violations: tuple["InvalidArgument", ...] = ()):
+        super().__init__(message, field=field, value=value, reason=reason, related=related, resource=resource)
+        self.violations: tuple[InvalidArgument, ...] = tuple(violations) or (self,)
+
+    @classmethod
+    def several(cls, errors: list["InvalidArgument"]) -> "InvalidArgument":
+        """One error for every invalid field found in a request: the first, carrying all."""
+        first = errors[0]
+        return cls(first.message, field=first.field, value=first.value, reason=first.reason,
+                   related=first.related, resource=first.resource, violations=tuple(errors))
+
+    def within(self, where: str) -> "InvalidArgument":
+        out = super().within(where)
+        if len(self.violations) > 1:
+            out.violations = tuple(NetpeerError.within(v, where) for v in self.violations)
+        return out
 
     @classmethod
     def for_field(cls, field: str, value: object, why: str, *,

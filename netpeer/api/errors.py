@@ -7,7 +7,9 @@ the ``grpc-status-details-bin`` trailer (``grpcio-status``), holding
 - an ``ErrorInfo``: ``reason`` (``netpeer.reasons.Reason``), ``domain``
   ``netpeer.dev``, and ``metadata``: ``field`` and ``value`` when the
   error names an input, and the related objects the caller may see;
-- a ``BadRequest`` with one ``FieldViolation`` on INVALID_ARGUMENT;
+- a ``BadRequest`` on INVALID_ARGUMENT, with one ``FieldViolation`` per
+  invalid field of the request (``InvalidArgument.violations``, at most
+  ``MAX_VIOLATIONS``), the one the message tells first;
 - a ``RetryInfo`` on UNAVAILABLE and ABORTED (and RESOURCE_EXHAUSTED when
   waiting helps);
 - a ``ResourceInfo`` on NOT_FOUND and ALREADY_EXISTS.
@@ -121,6 +123,10 @@ def _shown(value: object) -> str:
     return f"{text[:VALUE_LIMIT - 40]}... ({len(text):,} characters)"
 
 
+#: The most field violations one answer carries (each value clipped as above).
+MAX_VIOLATIONS = 16
+
+
 def _pack(msg) -> any_pb2.Any:
     out = any_pb2.Any()
     out.Pack(msg)
@@ -142,8 +148,11 @@ def status_of(exc: errors.NetpeerError, code: grpc.StatusCode | None = None,
             metadata["value"] = _shown(exc.value)
     details = [error_details_pb2.ErrorInfo(reason=str(exc.reason), domain=DOMAIN, metadata=metadata)]
     if code == grpc.StatusCode.INVALID_ARGUMENT:
+        others = getattr(exc, "violations", (exc,))[1:MAX_VIOLATIONS]
         details.append(error_details_pb2.BadRequest(field_violations=[error_details_pb2.BadRequest.FieldViolation(
-            field=_shown(exc.field or ""), description=message, reason=str(exc.reason))]))
+            field=_shown(exc.field or ""), description=message, reason=str(exc.reason))] + [
+            error_details_pb2.BadRequest.FieldViolation(field=_shown(v.field or ""), description=_shown(v.message),
+                                                        reason=str(v.reason)) for v in others]))
     retry_after = getattr(exc, "retry_after", None)
     if retry_after is None:
         retry_after = RETRY_DELAY_S.get(code)
@@ -194,9 +203,10 @@ def decode(exc: grpc.RpcError) -> errors.NetpeerError | None:
     items = details(exc)
     if not items:
         return None
-    info, retry, resource = None, None, None
+    info, retry, resource, violations = None, None, None, []
     for item in items:
-        for kind in (error_details_pb2.ErrorInfo, error_details_pb2.RetryInfo, error_details_pb2.ResourceInfo):
+        for kind in (error_details_pb2.ErrorInfo, error_details_pb2.RetryInfo, error_details_pb2.ResourceInfo,
+                     error_details_pb2.BadRequest):
             if item.Is(kind.DESCRIPTOR):
                 msg = kind()
                 item.Unpack(msg)
@@ -206,6 +216,8 @@ def decode(exc: grpc.RpcError) -> errors.NetpeerError | None:
                     retry = msg.retry_delay.ToTimedelta().total_seconds()
                 elif kind is error_details_pb2.ResourceInfo:
                     resource = (msg.resource_type, msg.resource_name)
+                elif kind is error_details_pb2.BadRequest:
+                    violations = list(msg.field_violations)
     if info is None:
         return None
     code = exc.code()
@@ -224,7 +236,17 @@ def decode(exc: grpc.RpcError) -> errors.NetpeerError | None:
                   retry_after=retry)
     else:
         out = cls(message, field=field, value=value, reason=reason, related=meta, resource=resource)
+    if cls is errors.InvalidArgument and len(violations) > 1:   # the first is the error itself
+        out.violations = (out,) + tuple(errors.InvalidArgument(v.description, field=v.field or None,
+                                                               reason=_reason(v.reason)) for v in violations[1:])
     return out
+
+
+def _reason(text: str) -> Reason | None:
+    try:
+        return Reason(text)
+    except ValueError:
+        return None
 
 
 def from_rpc_error(exc: grpc.RpcError) -> errors.NetpeerError:

@@ -73,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The request id where the service failed, not the user: it finds the call in netpeerd's log.
         blame = type(exc) in (errors.Unavailable, errors.NetpeerError) and exc.request_id
         sys.stderr.write(f"error: {exc.line()}" + (f" (request id {exc.request_id})" if blame else "") + "\n")
+        for other in getattr(exc, "violations", ())[1:]:   # every invalid field of the request, one a line
+            sys.stderr.write(f"error: {other.line()}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")

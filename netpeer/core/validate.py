@@ -144,7 +144,9 @@ def parse_route(field: str, value: object) -> Route:
 
 def prefixes(subnets: object, routes: object) -> tuple[tuple[str, ...], tuple[Route, ...]]:
     """Validates a network's subnets and routes together: each alone, then no
-    duplicate or overlap among them, and each next hop inside a subnet."""
+    duplicate or overlap among them, and each next hop inside a subnet. Every
+    problem found is reported at once (``InvalidArgument.several``): a check
+    that needs a part found invalid is skipped, not reported again."""
     if not isinstance(subnets, (list, tuple)) or not subnets:
         raise InvalidArgument.for_field("subnets", subnets if subnets else "[]", "must list at least one subnet")
     if len(subnets) > MAX_SUBNETS:
@@ -153,41 +155,60 @@ def prefixes(subnets: object, routes: object) -> tuple[tuple[str, ...], tuple[Ro
         raise InvalidArgument.for_field("routes", routes, "must be a list")
     if len(routes) > MAX_ROUTES:
         raise InvalidArgument.for_field("routes", f"{len(routes)} entries", f"has more than {MAX_ROUTES} entries")
-    clean_subnets = tuple(subnet(f"subnets[{i}]", s) for i, s in enumerate(subnets))
+    problems: list[InvalidArgument] = []
+
+    def checked(fn, *args):
+        try:
+            return fn(*args)
+        except InvalidArgument as exc:
+            problems.append(exc)
+            return None
+    valid = [(f"subnets[{i}]", c) for i, s in enumerate(subnets) if (c := checked(subnet, f"subnets[{i}]", s))]
+    clean_subnets = tuple(c for _, c in valid)
+    labelled = [(f, netaddr.IPNetwork(c)) for f, c in valid]
+    subnets_ok = len(clean_subnets) == len(subnets)  # a next hop is checked against every subnet, or not at all
     clean_routes: list[Route] = []
     for i, raw in enumerate(routes):
-        r = parse_route(f"routes[{i}]", raw)
-        prefix = route_prefix(f"routes[{i}].prefix", r.prefix)
+        r = checked(parse_route, f"routes[{i}]", raw)
+        prefix = r and checked(route_prefix, f"routes[{i}].prefix", r.prefix)
         hop = None
-        if r.next_hop:
-            hop = _next_hop(f"routes[{i}].next_hop", r.next_hop, clean_subnets)
-            family = netaddr.IPNetwork(prefix).version
-            if netaddr.IPAddress(hop).version != family:
-                raise InvalidArgument.for_field(f"routes[{i}].next_hop", r.next_hop,
-                                                f"is an IPv{6 if family == 4 else 4} address for the IPv{family} "
-                                                f"prefix {prefix}: a route's next hop must be of its family")
-        clean_routes.append(Route(prefix, hop))
-    labelled = [(f"subnets[{i}]", netaddr.IPNetwork(s)) for i, s in enumerate(clean_subnets)]
-    labelled += [(f"routes[{i}].prefix", netaddr.IPNetwork(r.prefix)) for i, r in enumerate(clean_routes)]
+        if r and r.next_hop:
+            if subnets_ok:
+                hop = checked(_next_hop, f"routes[{i}].next_hop", r.next_hop, clean_subnets)
+            else:
+                hop = checked(_address, f"routes[{i}].next_hop", r.next_hop)
+            if prefix and hop and netaddr.IPAddress(hop).version != (family := netaddr.IPNetwork(prefix).version):
+                problems.append(InvalidArgument.for_field(
+                    f"routes[{i}].next_hop", r.next_hop, f"is an IPv{6 if family == 4 else 4} address for the "
+                    f"IPv{family} prefix {prefix}: a route's next hop must be of its family"))
+        if prefix:
+            labelled.append((f"routes[{i}].prefix", netaddr.IPNetwork(prefix)))
+            clean_routes.append(Route(prefix, hop))
     for i, (fa, a) in enumerate(labelled):
         for fb, b in labelled[:i]:
             if a.version == b.version and (a in b or b in a):
                 what = "duplicates" if a == b else "overlaps"
-                raise InvalidArgument.for_field(fa, str(a), f"{what} {fb} ({b})")
-    for i, r in enumerate(clean_routes):
-        version = netaddr.IPNetwork(r.prefix).version
-        if not any(netaddr.IPNetwork(s).version == version for s in clean_subnets):
-            raise InvalidArgument.for_field(
-                f"routes[{i}].prefix", r.prefix,
-                f"needs an IPv{version} subnet on the network to be routed to peers")
+                problems.append(InvalidArgument.for_field(fa, str(a), f"{what} {fb} ({b})"))
+                break
+    families = {netaddr.IPNetwork(c).version for c in clean_subnets}
+    for fa, a in labelled:
+        if subnets_ok and fa.startswith("routes[") and a.version not in families:
+            problems.append(InvalidArgument.for_field(
+                fa, str(a), f"needs an IPv{a.version} subnet on the network to be routed to peers"))
+    if problems:
+        raise InvalidArgument.several(problems)
     return clean_subnets, tuple(clean_routes)
 
 
-def _next_hop(field: str, value: str, subnets: tuple[str, ...]) -> str:
+def _address(field: str, value: str) -> str:
     try:
-        ip = netaddr.IPAddress(value)
+        return str(netaddr.IPAddress(value))
     except (netaddr.AddrFormatError, ValueError, TypeError):
         raise InvalidArgument.for_field(field, value, "is not an IP address") from None
+
+
+def _next_hop(field: str, value: str, subnets: tuple[str, ...]) -> str:
+    ip = netaddr.IPAddress(_address(field, value))
     for s in subnets:
         net = netaddr.IPNetwork(s)
         if ip.version == net.version and ip in net:

@@ -142,7 +142,9 @@ class CoreProvider(ResourceProvider):
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         clean, failures = self.ops.check(to_core(news))
-        return CheckResult(to_pulumi(clean), [CheckFailure(f.path, f.message) for f in failures])
+        # The top-level property: the engine prints its value (``subnets[0]`` it would print as ``{<nil>}``).
+        return CheckResult(to_pulumi(clean), [CheckFailure(f.path.split(".")[0].split("[")[0], f.message)
+                                              for f in failures])
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """The core's diff; before a replacement, the service is asked whether
@@ -154,6 +156,7 @@ class CoreProvider(ResourceProvider):
             s = session()
             warn(self.ops.notes(s, olds, news))
             if d.replaces:
+                warn(core.review.withdrawals(olds, replacing=True))
                 self.ops.validate_replacement(s, id_, olds, news)
         return DetailedDiffResult(d, olds, news)
 

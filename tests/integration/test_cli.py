@@ -198,3 +198,17 @@ def test_dev_up_refuses_a_lost_store_and_adopts_ovn(dev):
     netpeer("dev", "up", "--adopt-ovn", env=dev)
     again = json.loads(netpeer("network", "show", "net-a", "-n", "team-a", "-o", "json", env=dev).stdout)
     assert again["uid"] == made["uid"] and again["subnets"] == ["10.1.0.0/24"]
+
+
+def test_every_invalid_field_is_a_line_in_one_run(dev):
+    """Issue 33, defect 6: a bad CIDR, a bad next hop and an overlap, all said at once."""
+    ta = netpeer("token", "create", "--namespace", "team-a", env=dev).stdout.strip()
+    r = netpeer("network", "create", "n1", "--subnet", "10.1.0.0/33", "--subnet", "10.2.0.0/24",
+                "--subnet", "10.2.0.0/25", "--route", "10.9.0.0/24 via 10.2.0.999", env=as_tenant(dev, ta),
+                check=False)
+    assert r.returncode != 0
+    assert r.stderr.splitlines() == [
+        "error: subnets[0]: '10.1.0.0/33' is not a CIDR prefix (like 10.0.0.0/24)",
+        "error: routes[0].next_hop: '10.2.0.999' is not an IP address",
+        "error: subnets[2]: '10.2.0.0/25' overlaps subnets[1] (10.2.0.0/24)",
+    ], r.stderr

@@ -14,6 +14,8 @@ from netpeer_provider.tofu import UNKNOWN, TofuError, mapping
 from netpeer_provider.tofu.netpeer import NetpeerProvider
 
 PROVIDER = NetpeerProvider()
+# An endpoint known only after apply: plans ask no service (test_netpeer.py has the plans that do).
+PROVIDER.configure({"endpoint": UNKNOWN}, "1.9.0")
 NETWORK = PROVIDER.resource("netpeer_network")
 PEERING = PROVIDER.resource("netpeer_peering")
 

@@ -85,7 +85,7 @@ def test_handshake_with_mutual_tls_and_a_private_directory(tofu_home, tmp_path):
                                                                       timeout=20)
             assert not schema.diagnostics
             assert set(schema.resource_schemas) == {"netpeer_network", "netpeer_peering"}
-            assert set(schema.data_source_schemas) == {"netpeer_network"}
+            assert set(schema.data_source_schemas) == {"netpeer_network", "netpeer_peering_requests"}
             token = [a for a in schema.provider.block.attributes if a.name == "token"]
             assert token and token[0].sensitive
             stubs.ctl_grpc.GRPCControllerStub(ch).Shutdown(stubs.ctl.Empty(), timeout=20)

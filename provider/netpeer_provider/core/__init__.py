@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from netpeer_provider.core import network, peering, schema
+from netpeer_provider.core import network, peering, review, schema
 from netpeer_provider.core.errors import (Conflict, InvalidId, MissingSetting, NotBound, ProviderError,
                                           ServiceError, Terms)
 from netpeer_provider.core.ids import NetworkId, PeeringId
@@ -38,5 +38,5 @@ OPERATIONS: dict[str, ModuleType] = {network.SCHEMA.name: network, peering.SCHEM
 __all__ = [
     "OPERATIONS", "UNKNOWN", "Conflict", "Created", "Diff", "Failure", "InvalidId", "MissingSetting",
     "NetworkId", "NotBound", "PeeringId", "ProviderError", "Read", "ServiceError", "Session", "Settings",
-    "Terms", "Updated", "known", "network", "peering", "schema",
+    "Terms", "Updated", "known", "network", "peering", "review", "schema",
 ]

@@ -88,8 +88,8 @@ def check(news: Mapping[str, Any]) -> tuple[dict[str, Any], list[Failure]]:
             s, r = validate.prefixes(subnets or [], routes)
             clean["subnets"] = list(s)
             clean["routes"] = [f"{x.prefix} via {x.next_hop}" if x.next_hop else x.prefix for x in r]
-        except service_errors.InvalidArgument as exc:
-            failures.append(Failure(exc.field or "subnets", exc.message))
+        except service_errors.InvalidArgument as exc:   # every invalid prefix, not only the first
+            failures += [Failure(v.field or "subnets", v.message) for v in exc.violations]
     if news.get("description") and known(news["description"]):
         try:
             validate.description("description", news["description"])

@@ -15,7 +15,7 @@ from netpeer import errors as service_errors
 from netpeer.core import validate
 from netpeer.reasons import Reason
 
-from netpeer_provider.core import schema
+from netpeer_provider.core import review, schema
 from netpeer_provider.core.errors import (Conflict, NotBound, ProviderError, ServiceError, is_peering_conflict,
                                           is_remote_conflict)
 from netpeer_provider.core.ids import PeeringId
@@ -202,23 +202,22 @@ def preview(session: Session, props: Mapping[str, Any]) -> Created:
     consenting, as for a real create). Fields only a real create learns
     (uids, times) are left out, as is the phase when an input is not known
     yet, the local network does not exist yet (created in the same run), or
-    the name or remote is taken (by the old half, in a replacement). Other
-    refusals (grants, names, quotas) raise, as the create would."""
+    the name is taken (by the old half, in a replacement); a remote taken by
+    a half of another name (a rename) gives that half's status. Other refusals raise."""
     out = {k: props.get(k) for k in _ECHOED if known(props.get(k))}
     if not all(known(props.get(k)) for k in ("namespace", "network", "name", "remote_namespace",
                                               "remote_network", "remote_site", "remote_uid", "ttl", "description")):
         return Created("", out)
 
-    def run(c):
-        _, args = _create_args(c, props)
-        return c.create_peering(**args, validate_only=True)
     try:
-        p = session.call(f"creating peering {props.get('network')}/{props.get('name')}", run)
+        p = session.call(f"creating peering {props.get('network')}/{props.get('name')}",
+                         lambda c: c.create_peering(**_create_args(c, props)[1], validate_only=True))
     except ServiceError as exc:
-        # A network created in the same run is not there yet; a name or remote taken may be the old
-        # peering of a replacement (its diff asked ``validate_replacement`` already): tell nothing.
-        if isinstance(exc.cause, service_errors.NotFound) or is_peering_conflict(exc.cause) \
-                or is_remote_conflict(exc.cause):
+        # A rename keeps the old half's status; a network created in the same run is not there yet; a
+        # name taken may be the old half of a replacement (validate_replacement asked): tell nothing.
+        if is_remote_conflict(exc.cause):
+            return Created("", dict(out, **review.renamed(session, props, exc)))
+        if isinstance(exc.cause, service_errors.NotFound) or is_peering_conflict(exc.cause):
             return Created("", out)
         raise
     out.update({k: p[k] for k in _PREVIEWED}, namespace=p["namespace"], remote_namespace=p["remote_namespace"],

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import os
 import threading
+import time
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from netpeer import errors as service_errors
@@ -23,6 +24,10 @@ from netpeer_provider.core import schema
 from netpeer_provider.core.errors import MissingSetting, ProviderError, ServiceError, Terms
 
 T = TypeVar("T")
+#: Seconds a validate-only call (a preview, a plan) is retried for when the
+#: service asks to retry later: one token's validate-only calls run one at a
+#: time and few may queue, while engines plan many resources at once.
+VALIDATE_RETRY_FOR = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,15 +162,23 @@ class Session:
     def call(self, what: str, fn: Callable[[Client], T]) -> T:
         """Runs ``fn`` with the shared client; a service error becomes one
         line, ``what: why``. A client that could not reach netpeerd is
-        dropped: the next operation dials afresh."""
+        dropped: the next operation dials afresh. A validate-only call the
+        service asks to retry later is retried (``VALIDATE_RETRY_FOR``)."""
         self._require()
+        give_up = time.monotonic() + VALIDATE_RETRY_FOR
         with CLIENTS.lease(self.settings) as client:
-            try:
-                return fn(client)
-            except service_errors.NetpeerError as exc:
-                if isinstance(exc, service_errors.Unavailable):
-                    CLIENTS.drop(self.settings, client)
-                raise ServiceError(f"{what}: {exc.line()}", exc) from None
+            while True:
+                try:
+                    return fn(client)
+                except service_errors.ResourceExhausted as exc:
+                    wait = exc.retry_after
+                    if exc.field != "validate_only" or wait is None or time.monotonic() + wait > give_up:
+                        raise ServiceError(f"{what}: {exc.line()}", exc) from None
+                    time.sleep(wait)   # a validate-only call kept nothing: asking again is safe
+                except service_errors.NetpeerError as exc:
+                    if isinstance(exc, service_errors.Unavailable):
+                        CLIENTS.drop(self.settings, client)
+                    raise ServiceError(f"{what}: {exc.line()}", exc) from None
 
     def report(self, line: str) -> None:
         """Hands a progress line to the face, if it wants them."""

@@ -103,8 +103,7 @@ class NetpeerProvider(p.Provider):
             news["name"] = request.name  # like the Python SDK: the resource's name in the program
         clean, failures = ops.check(news)
         return p.CheckResponse(values.props_to_pulumi(clean), [
-            p.CheckFailure(_camel_path(f.path), _camel_path(f.path) + f.message[len(f.path):]
-                           if f.message.startswith(f.path) else f.message) for f in failures])
+            p.CheckFailure(*check_failure(f.path, f.message)) for f in failures])
 
     async def diff(self, request: p.DiffRequest) -> p.DiffResponse:
         resource, ops = resource_of(request.urn)
@@ -115,6 +114,7 @@ class NetpeerProvider(p.Provider):
             s = self.session(request.urn)
             self._warn(request.urn, ops.notes(s, olds, news))
             if d.replaces:
+                self._warn(request.urn, core.review.withdrawals(olds, replacing=True))
                 ops.validate_replacement(s, request.resource_id, olds, news)
         await self._run(ask)
         return p.DiffResponse(changes=d.changes, replaces=[schema.camel_case(x) for x in d.replaces],
@@ -181,6 +181,16 @@ class NetpeerProvider(p.Provider):
         s = self.session(request.urn)
         props = values.props_to_core(request.properties)
         await self._run(lambda: ops.delete(s, request.resource_id, props))
+
+
+def check_failure(path: str, message: str) -> tuple[str, str]:
+    """A core failure as (property, reason), camelCase. The engine prints
+    ``property P value V has a problem: REASON`` with V looked up as a
+    top-level property: the property is the top-level one (``subnets``, not
+    ``subnets[0]``, which it would print as ``{<nil>}``); the reason names the
+    element and its value."""
+    camel = _camel_path(path)
+    return camel.split(".")[0].split("[")[0], (camel + message[len(path):] if message.startswith(path) else message)
 
 
 def _camel_path(path: str) -> str:

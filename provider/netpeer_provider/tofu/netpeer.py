@@ -21,7 +21,8 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from netpeer_provider import core
-from netpeer_provider.core import inbox, schema as cs
+from netpeer_provider.core import inbox, review
+from netpeer_provider.core import schema as cs
 from netpeer_provider.core.errors import Terms
 
 from . import mapping
@@ -159,8 +160,34 @@ class CoreResource(Resource):
             return f"{failure.path}: {config[failure.path]!r} must be a duration from 0s to 1h"
         return failure.message
 
+    def ask(self, planned: dict, config: dict, prior: dict | None = None, *,
+            replacing: bool = False) -> dict[str, Any]:
+        """The validate-only calls of Pulumi's preview, at plan time: refusals fail the plan, each on its
+        attribute; warnings are the plan's; returns the status to show as known (``review.predicted``)."""
+        if self.provider.settings_unknown:
+            return {}  # the provider block is known only after apply: the apply asks
+        # What the configuration leaves out is the service's to choose (namespace, ttl), as in the apply.
+        given = {k: (None if v is UNKNOWN and config.get(k) is None else v) for k, v in planned.items()}
+        clean, _ = self.ops.check(self.inputs(given, planning=True))
+        s = self.session()
+        try:
+            if prior is not None and replacing:
+                self.ops.validate_replacement(s, prior["id"], self.olds(prior), clean)
+            result = self.ops.preview(s, clean) if prior is None or replacing else \
+                self.ops.preview_update(s, prior["id"], self.olds(prior), clean)
+        except core.ServiceError as exc:
+            raise TofuError(diagnostics=[error(f.message, attribute=mapping.path(f.path, self.schema.type))
+                                         for f in review.refusals(exc)]) from None
+        except core.ProviderError as exc:
+            raise _fail(exc, self.schema.type) from None
+        for line in result.warnings:
+            warn(line)
+        return review.predicted(self.ops, result.outputs, clean.get("wait_for_bound"))
+
     def plan(self, prior: dict | None, proposed: dict | None, config: dict | None) -> Plan:
         if proposed is None:
+            for line in review.withdrawals(self.olds(prior), replacing=False) if prior is not None else ():
+                warn(line)
             return Plan(None)
         planned = dict(proposed)
         for name, default in mapping.defaults(self.spec).items():
@@ -175,6 +202,7 @@ class CoreResource(Resource):
             for name in computed:
                 if name not in mapping.defaults(self.spec):
                     planned[name] = UNKNOWN
+            planned.update(self.ask(planned, config) if config is not None else {})
             return Plan(planned)
         olds = self.olds(prior)
         for name in self.spelling(planned, olds):
@@ -189,6 +217,9 @@ class CoreResource(Resource):
             for name in computed:
                 if name not in mapping.defaults(self.spec):
                     planned[name] = UNKNOWN
+            for line in review.withdrawals(olds, replacing=True):
+                warn(line)
+            planned.update(self.ask(planned, config, prior, replacing=True) if config is not None else {})
             return Plan(planned, [(name,) for name in d.replaces])
         if not d.changes:  # a new `timeouts` block alone changes nothing in the service
             same = planned.get("timeouts") == prior.get("timeouts")
@@ -196,6 +227,7 @@ class CoreResource(Resource):
         for name in self.volatile:
             if name in computed:
                 planned[name] = UNKNOWN
+        planned.update(self.ask(planned, config, prior) if config is not None else {})
         return Plan(planned)
 
     def create(self, planned: dict, config: dict) -> dict:
@@ -353,10 +385,12 @@ class NetpeerProvider(Provider):
     def __init__(self) -> None:
         super().__init__()
         self._config: dict[str, Any] = {}
+        self.settings_unknown = False
 
     def configure(self, config: dict, tofu_version: str) -> None:
         # Unknown settings (known after apply) count as unset: the calls that need them say so.
         self._config = {k: v for k, v in config.items() if v is not None and v is not UNKNOWN}
+        self.settings_unknown = any(v is UNKNOWN for v in config.values())
 
     def session(self) -> core.Session:
         return core.Session(core.Settings.resolve(self._config), TERMS, progress=_progress)

@@ -106,7 +106,7 @@ def build_servicers(provider: Provider, stubs: Any, on_shutdown: Callable[[], No
         def GetMetadata(self, request, context):
             def body():
                 return tf.GetMetadata.Response(
-                    server_capabilities=tf.ServerCapabilities(get_provider_schema_optional=False),
+                    server_capabilities=tf.ServerCapabilities(get_provider_schema_optional=False, plan_destroy=True),
                     resources=[tf.GetMetadata.ResourceMetadata(type_name=n) for n in resource_schemas],
                     data_sources=[tf.GetMetadata.DataSourceMetadata(type_name=n) for n in data_schemas])
             return rpc.run(context, tf.GetMetadata.Response, body)
@@ -117,7 +117,9 @@ def build_servicers(provider: Provider, stubs: Any, on_shutdown: Callable[[], No
                     provider=provider_schema.to_proto(tf),
                     resource_schemas={n: s.to_proto(tf) for n, s in resource_schemas.items()},
                     data_source_schemas={n: s.to_proto(tf) for n, s in data_schemas.items()},
-                    server_capabilities=tf.ServerCapabilities())
+                    # plan_destroy: a destroy is planned by us too (Provider.plan_resource_change with no
+                    # proposed state), so that its plan can warn (netpeer: a Bound peering withdrawn).
+                    server_capabilities=tf.ServerCapabilities(plan_destroy=True))
             return rpc.run(context, tf.GetProviderSchema.Response, body)
 
         def GetFunctions(self, request, context):
