@@ -42,8 +42,9 @@ where the other sites' netpeerds reach it, and one table per other site:
     secret_file = "east-west.secret"      # shared by the two sites, 0600
     transit_ipv4 = "169.254.0.0/16"       # the link's IPv4 block, the same on both sides
 
-Longer than 400 lines by a little: every setting is read and checked here,
-so that one mistake is one line naming it, whatever section it is in.
+Every setting is read and checked here or in ``netpeer.config_tables``
+(the tables, the cross-site settings), so that one mistake is one line
+naming it, whatever section it is in.
 """
 
 from __future__ import annotations
@@ -56,24 +57,17 @@ from datetime import timedelta
 from pathlib import Path
 
 from netpeer.core import validate
+from netpeer import config_tables
+from netpeer.config_tables import SiteLink
 from netpeer.core.models import Quotas, TokenLimits, WatchLimits
 from netpeer.errors import InvalidArgument
 from netpeer.listen import check_listen, host_port
 from netpeer.ovn.connection import parse_remotes
 from netpeer.store.base import is_url
 
+__all__ = ["LOG_LEVELS", "Config", "SiteLink"]
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-@dataclasses.dataclass(frozen=True)
-class SiteLink:
-    """Another site, as this netpeerd reaches it (``[sites.NAME]``)."""
-
-    name: str
-    endpoint: str
-    secret_file: Path
-    transit_ipv4: str = "169.254.0.0/16"
-    ca_cert: Path | None = None   # overrides [interconnect] ca for this site
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +212,7 @@ class Config:
                 raise InvalidArgument.for_field(field, value, "must be a path")
             return (base / os.path.expanduser(value)).resolve()
 
-        _known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
+        config_tables.check_known(raw, {"listen", "store", "ovn_nb", "admin_token_file", "owner", "sweep_interval", "ovn_timeout",
                      "full_sweep_interval", "repair_max_delete_share", "tls", "log_level", "log_format",
                      "metrics_listen", "metrics", "console_listen", "console_assets", "quotas", "limits", "watch", "leader_lease", "attachment_grace",
                      "site", "interconnect", "sites"}, "")
@@ -231,7 +225,7 @@ class Config:
             parse_remotes(raw["ovn_nb"])
         except ValueError as exc:
             raise InvalidArgument.for_field("ovn_nb", raw["ovn_nb"], str(exc)) from None
-        tls = _table(raw, "tls", {"cert", "key", "client_ca"})
+        tls = config_tables.read_table(raw, "tls", {"cert", "key", "client_ca"})
         if ("cert" in tls) != ("key" in tls):
             raise InvalidArgument.for_field("tls", "cert/key", "needs both [tls] cert and [tls] key")
         listen = raw["listen"]
@@ -243,13 +237,13 @@ class Config:
         log_format = raw.get("log_format", "text")
         if log_format not in ("text", "json"):
             raise InvalidArgument.for_field("log_format", log_format, "must be text or json")
-        metrics = _metrics(raw, p)
+        metrics = config_tables.metrics(raw, p)
         share = raw.get("repair_max_delete_share", 0.25)
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise InvalidArgument.for_field("repair_max_delete_share", share, "must be a number above 0 and at most 1")
         store = raw["store"]
         if is_url(store):
-            _check_url(store)
+            config_tables.check_url(store)
         else:
             store = p(store, "store")
         sweep = validate.ttl("sweep_interval", raw.get("sweep_interval", "30s"))
@@ -270,10 +264,10 @@ class Config:
             repair_max_delete_share=float(share),
             tls_cert=p(tls.get("cert"), "tls.cert"), tls_key=p(tls.get("key"), "tls.key"),
             tls_client_ca=p(tls.get("client_ca"), "tls.client_ca"),
-            log_level=level, log_format=log_format, quotas=_quotas(raw), limits=_limits(raw),
-            watch=_counts(raw, "watch", WatchLimits, 1_000_000), attachment_grace=grace, **metrics,
-            console_listen=_console_listen(raw.get("console_listen")),
-            console_assets=p(raw.get("console_assets"), "console_assets"), **_sites(raw, p))
+            log_level=level, log_format=log_format, quotas=config_tables.quotas(raw), limits=config_tables.limits(raw),
+            watch=config_tables.counts(raw, "watch", WatchLimits, 1_000_000), attachment_grace=grace, **metrics,
+            console_listen=config_tables.console_listen(raw.get("console_listen")),
+            console_assets=p(raw.get("console_assets"), "console_assets"), **config_tables.sites(raw, p))
         config.check_metrics()
         config.check_console()
         return config
@@ -332,147 +326,3 @@ class Config:
         return None
 
 
-def _metrics(raw: dict, p) -> dict:
-    """``metrics_listen`` and ``[metrics]`` as Config fields (checked by
-    ``Config.check_metrics`` once the Config is made)."""
-    listen = raw.get("metrics_listen")
-    if listen is not None and (not isinstance(listen, str) or not listen):
-        raise InvalidArgument.for_field("metrics_listen", listen, "must be HOST:PORT (like 127.0.0.1:9464) "
-                                        "or unix:///PATH")
-    if isinstance(listen, str) and listen.startswith("unix:") and not listen.startswith("unix:///"):
-        listen = "unix://" + str(p(listen[len("unix:"):], "metrics_listen"))
-    table = _table(raw, "metrics", {"cert", "key", "bearer_token_file", "basic_auth_username",
-                                    "basic_auth_password_file"})
-    user = table.get("basic_auth_username")
-    if user is not None and not isinstance(user, str):
-        raise InvalidArgument.for_field("metrics.basic_auth_username", user, "must be a string")
-    return {"metrics_listen": listen, "metrics_basic_auth_username": user,
-            **{f"metrics_{k}": p(table.get(k), f"metrics.{k}")
-               for k in ("cert", "key", "bearer_token_file", "basic_auth_password_file")}}
-
-
-def _console_listen(value) -> str | None:
-    if value is not None and (not isinstance(value, str) or not value or value.startswith("unix:")):
-        raise InvalidArgument.for_field("console_listen", value, "must be HOST:PORT (like 127.0.0.1:8443): "
-                                        "browsers reach the console over TCP")
-    return value
-
-
-def _check_url(url: str) -> None:
-    """A PostgreSQL URL names a database; a password belongs in ~/.pgpass or
-    PGPASSWORD, not in a file that logs and status may quote."""
-    from urllib.parse import urlsplit
-    try:
-        parts = urlsplit(url)
-        parts.port
-    except ValueError as exc:
-        raise InvalidArgument.for_field("store", url, f"is not a valid PostgreSQL URL ({exc})") from None
-    if not parts.path.strip("/") and "dbname=" not in parts.query:
-        raise InvalidArgument.for_field("store", url, "names no database: postgresql://[user@]host[:port]/DATABASE")
-
-
-def _known(raw: dict, known: set[str], prefix: str) -> None:
-    for key in raw:
-        if key not in known:
-            raise InvalidArgument.for_field(f"{prefix}{key}", raw[key],
-                                            f"is not a known setting ({', '.join(sorted(known))})")
-
-
-def _table(raw: dict, name: str, known: set[str]) -> dict:
-    value = raw.get(name, {})
-    if not isinstance(value, dict):
-        raise InvalidArgument.for_field(name, value, f"must be a table ([{name}])")
-    _known(value, known, f"{name}.")
-    return value
-
-
-def _sites(raw: dict, p) -> dict:
-    """``site``, ``[interconnect]`` and ``[sites.NAME]``, checked together."""
-    ic = _table(raw, "interconnect", {"listen", "gateway_group", "ovn_sb", "cert", "key", "ca"})
-    links = _table(raw, "sites", set(raw.get("sites", {}) if isinstance(raw.get("sites"), dict) else ()))
-    site = raw.get("site", "")
-    if not site:
-        if ic or links:
-            raise InvalidArgument.for_field("site", "", "is required with [interconnect] or [sites.*]")
-        return {}
-    validate.site("site", site)
-    if not links:
-        raise InvalidArgument.for_field("sites", "", f"site {site!r} needs at least one other site ([sites.NAME])")
-    if not ic.get("gateway_group"):
-        raise InvalidArgument.for_field("interconnect.gateway_group", "", "is required with site")
-    if not ic.get("listen"):
-        raise InvalidArgument.for_field("interconnect.listen", "", "is required with site (where the other sites' "
-                                        "netpeerds reach this one)")
-    if ("cert" in ic) != ("key" in ic):
-        raise InvalidArgument.for_field("interconnect", "cert/key", "needs both cert and key")
-    if "ovn_sb" in ic:
-        try:
-            parse_remotes(ic["ovn_sb"] if isinstance(ic["ovn_sb"], str) else "")
-        except ValueError as exc:
-            raise InvalidArgument.for_field("interconnect.ovn_sb", ic["ovn_sb"], str(exc)) from None
-    out = []
-    blocks = {}
-    for name, table in sorted(links.items()):
-        validate.site(f"sites.{name}", name)
-        if name == site:
-            raise InvalidArgument.for_field(f"sites.{name}", name, "is this netpeerd's own site")
-        if not isinstance(table, dict):
-            raise InvalidArgument.for_field(f"sites.{name}", table, f"must be a table ([sites.{name}])")
-        _known(table, {"endpoint", "secret_file", "transit_ipv4", "ca_cert"}, f"sites.{name}.")
-        for key in ("endpoint", "secret_file"):
-            if not isinstance(table.get(key), str) or not table[key]:
-                raise InvalidArgument.for_field(f"sites.{name}.{key}", table.get(key, ""), "is required")
-        block = _transit_block(f"sites.{name}.transit_ipv4", table.get("transit_ipv4", "169.254.0.0/16"))
-        for other, theirs in blocks.items():
-            if block.overlaps(theirs):
-                raise InvalidArgument.for_field(f"sites.{name}.transit_ipv4", str(block),
-                                                f"overlaps that of sites.{other} ({theirs}): give each link its own "
-                                                "block of 169.254.0.0/16, the same on both sides of the link")
-        blocks[name] = block
-        out.append(SiteLink(name, table["endpoint"], p(table["secret_file"], f"sites.{name}.secret_file"), str(block),
-                            p(table.get("ca_cert"), f"sites.{name}.ca_cert")))
-    return {"site": site, "site_listen": ic["listen"], "gateway_group": ic["gateway_group"],
-            "ovn_sb": ic.get("ovn_sb", ""),
-            "site_cert": p(ic.get("cert"), "interconnect.cert"), "site_key": p(ic.get("key"), "interconnect.key"),
-            "site_ca": p(ic.get("ca"), "interconnect.ca"), "sites": tuple(out)}
-
-
-def _transit_block(field: str, value) -> "ipaddress.IPv4Network":
-    import ipaddress
-    try:
-        block = ipaddress.ip_network(str(value))
-    except ValueError:
-        raise InvalidArgument.for_field(field, value, "is not an IPv4 prefix (like 169.254.0.0/16)") from None
-    if block.version != 4 or not block.subnet_of(ipaddress.ip_network("169.254.0.0/16")) or block.prefixlen > 24:
-        raise InvalidArgument.for_field(field, value, "must be a block of 169.254.0.0/16, /16 to /24")
-    return block
-
-
-def _quotas(raw: dict) -> Quotas:
-    return _counts(raw, "quotas", Quotas, 10_000_000)
-
-
-def _counts(raw: dict, name: str, kind, most: int):
-    """A table of whole numbers from 1 to ``most`` (``[quotas]``, ``[watch]``) as ``kind``."""
-    table = _table(raw, name, {f.name for f in dataclasses.fields(kind)})
-    for key, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            raise InvalidArgument.for_field(f"{name}.{key}", value, f"must be a whole number from 1 to {most}")
-    return kind(**table)
-
-
-def _limits(raw: dict) -> TokenLimits:
-    table = _table(raw, "limits", {f.name for f in dataclasses.fields(TokenLimits)})
-    share = table.get("validate_only_lock_share", TokenLimits.validate_only_lock_share)
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
-        raise InvalidArgument.for_field("limits.validate_only_lock_share", share, "must be a number above 0 and "
-                                        "at most 1 (seconds of validation per second)")
-    burst = validate.ttl("limits.validate_only_burst", table.get("validate_only_burst", "2s"))
-    if burst > timedelta(hours=1):
-        raise InvalidArgument.for_field("limits.validate_only_burst", table["validate_only_burst"],
-                                        "must be from 1s to 1h")
-    per_minute = table.get("conflict_disclosures_per_minute", TokenLimits.conflict_disclosures_per_minute)
-    if isinstance(per_minute, bool) or not isinstance(per_minute, int) or not 1 <= per_minute <= 10_000:
-        raise InvalidArgument.for_field("limits.conflict_disclosures_per_minute", per_minute,
-                                        "must be a whole number from 1 to 10000")
-    return TokenLimits(float(share), burst, per_minute)

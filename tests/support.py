@@ -23,6 +23,7 @@ from typing import Callable, TypeVar
 
 import pytest
 
+from netpeer import errors
 from netpeer.api.client import Client
 from netpeer.config import Config
 from netpeer.daemon import Daemon
@@ -75,6 +76,34 @@ def wait_until(condition: Callable[[], T], timeout: float, what, step: float = 0
 
 CENTRAL_TOOLS = ("ovsdb-server", "ovsdb-tool", "ovn-northd", "ovn-nbctl", "ovn-sbctl")
 CHASSIS_TOOLS = ("ovs-vswitchd", "ovs-vsctl", "ovs-appctl", "ovn-controller", "ip")
+
+
+def run_cli(*args: str, env: dict | None = None, check: bool = True,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+    """``netpeer ARGS`` as a user runs it (``python -m netpeer.cli.main``),
+    with ``env`` as its whole environment (None: the test's). With
+    ``check``, an exit code other than 0 fails the test, naming the command
+    and its stderr."""
+    proc = subprocess.run([sys.executable, "-m", "netpeer.cli.main", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"netpeer {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+def wait_dataplane_connected(daemons, timeout: float = 60.0) -> None:
+    """Until every netpeerd of ``daemons`` (``NetpeerdProcess``es) answers
+    with OVN connected, within ``timeout`` in all: after a fault, before
+    calls that must not fail. The failure names the netpeerd and its log's
+    tail."""
+    deadline = time.monotonic() + timeout
+    for d in daemons:
+        def connected(d=d) -> bool:
+            with Client(d.endpoint, d.admin_token, timeout=5) as c:
+                return c.status()["dataplane_connected"]
+        wait_until(connected, max(0.0, deadline - time.monotonic()),
+                   lambda last, d=d: f"{d.endpoint} does not answer with OVN connected: {d.tail(300)}", step=0.05,
+                   ignore=(errors.NetpeerError,))
 
 
 def short_tmpdir(prefix: str = "np-") -> Path:

@@ -1,5 +1,11 @@
 """Start and stop real OVN / Open vSwitch daemons in a private state directory.
 
+Longer than 400 lines: it is one class, ``OvnDaemons``, that owns the whole
+lifecycle of one deployment's daemons (spawn, find again by pidfile, stop by
+pid, chassis namespace); split, the rules that make stopping safe (a pid counts
+only while its command line names our pidfile) would be scattered. What other
+tools need of processes is in ``netpeer_dev.proc``.
+
 No systemd, no ``ovn-ctl``, no TCP ports: every daemon runs ``--detach`` with a
 pidfile, a log file and unix sockets inside one state directory, so several
 independent deployments (one per test, one per developer) can live on one
@@ -28,17 +34,10 @@ instances' veths live there too (see netpeer_dev.netns). :meth:`OvnDaemons.stop`
 deletes that namespace.
 
 Only the standard library is used.
-
-Why one module of this size: it is one class, ``OvnDaemons``, that owns the
-whole lifecycle of one deployment's daemons (spawn, find again by pidfile,
-stop by pid, chassis namespace); splitting it would scatter the rules that
-make stopping safe (a pid counts only while its command line names our
-pidfile).
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import signal
@@ -49,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from netpeer_dev.proc import OvnDaemonError, alive, cmdline, find_binary
+from netpeer_dev.proc import OvnDaemonError, StateLock, alive, cmdline, find_binary, send_signal, wait_dead
 
 __all__ = ["DaemonStatus", "OvnDaemonError", "OvnDaemons", "BRIDGE", "alive"]
 
@@ -238,8 +237,8 @@ class OvnDaemons:
             return None
         return pid
 
-    def _lock(self) -> "_StateLock":
-        return _StateLock(self._path(".lock"))
+    def _lock(self) -> StateLock:
+        return StateLock(self._path(".lock"))
 
     # --------------------------------------------------------------- running
 
@@ -507,30 +506,14 @@ class OvnDaemons:
                         self._run(["ovs-appctl", f"--target={ctl}", "--timeout=5", "exit", "--cleanup"], 8)
                     except OvnDaemonError:
                         pass
-                    self._wait_dead(pid, term_timeout)
+                    wait_dead(pid, term_timeout)
             if alive(pid):
-                self._signal(pid, signal.SIGTERM)
-                if not self._wait_dead(pid, term_timeout):
-                    self._signal(pid, signal.SIGKILL)
-                    if not self._wait_dead(pid, 5.0):
+                send_signal(pid, signal.SIGTERM)
+                if not wait_dead(pid, term_timeout):
+                    send_signal(pid, signal.SIGKILL)
+                    if not wait_dead(pid, 5.0):
                         raise OvnDaemonError(f"{spec.name} (pid {pid}) did not die after SIGKILL")
         self._remove_stale(spec)
-
-    @staticmethod
-    def _signal(pid: int, sig: signal.Signals) -> None:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-    @staticmethod
-    def _wait_dead(pid: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not alive(pid):
-                return True
-            time.sleep(0.02)
-        return not alive(pid)
 
     def stop(self) -> None:
         """Stop every daemon of this state dir, chassis first.
@@ -582,24 +565,4 @@ class OvnDaemons:
 
     def __repr__(self) -> str:
         return f"OvnDaemons({str(self.state_dir)!r})"
-
-
-class _StateLock:
-    """An exclusive flock on a file in the state dir, so two processes never
-    start or stop the same state dir at once."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._fd: int | None = None
-
-    def __enter__(self) -> "_StateLock":
-        self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
 

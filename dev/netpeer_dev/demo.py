@@ -1,5 +1,8 @@
 """``make demo`` / ``make demo-down``: the whole product on one machine.
 
+Longer than 400 lines: it is a script, read top to bottom like the README's
+walk-through it prints; its steps are methods of one class.
+
 ``python -m netpeer_dev.demo up`` starts the dev stack with a chassis
 (``netpeer dev up --chassis``), applies the two tenants' Pulumi stacks
 (``examples/tenant-a``, then ``examples/tenant-b``) with the real ``pulumi``
@@ -17,9 +20,6 @@ stacks are updated, tokens and instances re-used.
 ``python -m netpeer_dev.demo down`` destroys both stacks (when netpeerd is
 still running), deletes the instances, stops every daemon by pid, removes
 the state directory, and checks that no process or namespace is left.
-
-Why one module of this size: it is a script, read top to bottom like the
-README's walk-through it prints; its steps are methods of one class.
 """
 
 from __future__ import annotations

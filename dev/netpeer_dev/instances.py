@@ -1,5 +1,10 @@
 """Instances of a dev stack: network namespaces attached to a network's switch.
 
+Longer than 400 lines: the instance bookkeeping (state file under a lock,
+address planning, the port, the namespace) is one transaction-like unit per
+verb; the OVN part is in ``netpeer.ovn.ports`` and the namespace part in
+``netpeer_dev.netns``.
+
 ``netpeer dev instance add|list|delete`` (and ``netpeer dev down``) use this.
 An instance of network N is
 
@@ -26,11 +31,6 @@ only switch ports tagged as instances, are ever changed or deleted.
 This is dev tooling: it writes the port through netpeer's own OVN layer
 (``netpeer.ovn``, one NB transaction per change, idempotent), not through
 netpeerd's API, which has no notion of workloads.
-
-Why one module of this size: the instance bookkeeping (state file under a
-lock, address planning, the port, the namespace) is one transaction-like
-unit per verb; the OVN part is in ``netpeer.ovn.ports`` and the namespace
-part in ``netpeer_dev.netns``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 """Host-side helpers for "instances": Linux network namespaces on br-int.
 
+Longer than 400 lines: everything that touches network namespaces and veths
+(create, address, route, checksum offload, ping, counters, delete) sits
+together so that the cleanup rules (only what carries our alias) are in one
+place.
+
 An instance is a network namespace holding one end of a veth pair (renamed
 ``eth0``); the other end (the "host end", :func:`host_ifname`) lives in the
 chassis namespace where ovs-vswitchd runs (``OvnDaemons.chassis_netns``, so
@@ -23,11 +28,6 @@ ethtool binary is needed.
 
 Needs root and iproute2 (``ip``); ``ping`` (iputils-ping) is used when
 installed, otherwise a small raw-socket ICMP echo written in Python.
-
-Why one module of this size: everything that touches network namespaces and
-veths (create, address, route, checksum offload, ping, counters, delete)
-sits together so that the cleanup rules (only what carries our alias) are
-in one place.
 """
 
 from __future__ import annotations

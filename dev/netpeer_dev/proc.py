@@ -1,5 +1,7 @@
 """What every dev tool needs of processes: finding a binary, whether a pid
-is alive, its command line. A process counts as ours only while its command
+is alive, its command line, signalling it and waiting for it to die, and
+the lock that keeps two tools from starting or stopping one state
+directory at once. A process counts as ours only while its command
 line names our pidfile (``cmdline``), so a reused pid is never signalled;
 nothing is ever killed by name.
 
@@ -8,11 +10,14 @@ Only the standard library is used.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import signal
+import time
 from pathlib import Path
 
-__all__ = ["OvnDaemonError", "alive", "cmdline", "find_binary"]
+__all__ = ["OvnDaemonError", "StateLock", "alive", "cmdline", "find_binary", "send_signal", "wait_dead"]
 
 # Which Debian package ships each tool we run, for error messages.
 _PACKAGE_OF = {
@@ -91,3 +96,41 @@ def cmdline(pid: int) -> list[str]:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return []
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def send_signal(pid: int, sig: signal.Signals) -> None:
+    """``os.kill``, where a process already gone is not an error."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def wait_dead(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` is gone (or a zombie) within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.02)
+    return not alive(pid)
+
+
+class StateLock:
+    """An exclusive flock on a file in a state dir, so two processes never
+    start or stop the same state dir at once."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._fd: int | None = None
+
+    def __enter__(self) -> "StateLock":
+        self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

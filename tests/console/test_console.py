@@ -203,16 +203,7 @@ def two_sites():
                 sites=(SiteLink(other, f"unix://{root / other / 'site.sock'}", secret),), **extra)
         yield root, netpeerds
     finally:
-        try:
-            if keys.is_alive():
-                keys.stop()
-        finally:
-            for d in netpeerds.values():
-                d.stop()
-            for ovn in keys.daemons.values():
-                ovn.stop()
-            import shutil
-            shutil.rmtree(root, ignore_errors=True)
+        keys.stop_all(netpeerds, root)
 
 
 def test_the_admin_sees_two_sites_and_a_link_cut_and_healed(two_sites, browser):

@@ -39,7 +39,7 @@ from netpeer.service import Service
 from netpeer.store.postgres import PostgresStore
 from tests.faults import harness
 from tests.faults.harness import Model, publish, summary, wait_ovn_matches_store
-from tests.support import wait_until
+from tests.support import wait_dataplane_connected, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -153,20 +153,6 @@ def check_explained(work: Workload, checker: OvnBackend, daemons, when: str) -> 
             logs.append(f"--- replica {i + 1}, last {min(len(picked), 40)} such lines:\n" + "\n".join(picked[-40:]))
         raise AssertionError(f"{exc}\n" + "\n".join(logs)) from None
 
-
-def wait_healthy(daemons, timeout: float = 60) -> None:
-    """Until every replica answers with OVN connected (after a fault, before
-    calls that must not fail)."""
-    deadline = time.monotonic() + timeout
-    for d in daemons:
-        def connected(d=d) -> bool:
-            with Client(d.endpoint, d.admin_token, timeout=5) as c:
-                return c.status()["dataplane_connected"]
-        wait_until(connected, max(0.0, deadline - time.monotonic()),
-                   lambda last, d=d: f"{d.endpoint} did not reconnect to OVN: {d.tail(300)}", step=0.05,
-                   ignore=(errors.NetpeerError,))
-
-
 def start(replicas, nb3, sweep_interval: str = "30s", **kwargs):
     daemons = replicas(2, nb3.nb_remote, sweep_interval=sweep_interval, **kwargs)
     for d in daemons:
@@ -210,7 +196,7 @@ def test_kill9_a_random_replica_loses_nothing(replicas, nb3, request):
             to_next_write.append(first[0] - t_kill)
             daemons[victim].spawn()
             daemons[victim].wait_ready()
-            wait_healthy(daemons)
+            wait_dataplane_connected(daemons)
             to_serving.append(time.monotonic() - t_kill)
             check_explained(work, checker, daemons, f"after kill {len(to_next_write)}")
         work.run(TOTAL_OPS - work.done)
@@ -272,7 +258,7 @@ def test_postgres_restart_and_nb_leader_kill_lose_nothing(replicas, nb3, pg_clus
             assert work.error is None, work.error
             assert first, f"no write was acknowledged after the {kind} fault"
             recovered[kind].append(first[0] - t0)
-            wait_healthy(daemons)
+            wait_dataplane_connected(daemons)
             work.check(checker, f"after the {kind} fault")
         work.run(ops - work.done)
         assert work.error is None, work.error

@@ -6,20 +6,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
+from tests.support import run_cli as netpeer
 from tests.support import wait_until
 
 
-def netpeer(*args, env=None, check=True):
-    proc = subprocess.run([sys.executable, "-m", "netpeer.cli.main", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"netpeer {' '.join(args)} failed: {proc.stderr}")
-    return proc
 
 
 @pytest.fixture

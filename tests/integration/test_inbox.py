@@ -8,25 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 
 import pytest
 
 from netpeer import errors
 from netpeer.ovn import names
-from tests.support import wait_until
+from tests.support import run_cli, wait_until
 
 
 def netpeer(d, token, *args, check=True):
     env = {**os.environ, "NETPEER_ENDPOINT": d.endpoint, "NETPEER_TOKEN": token}
     env.pop("NETPEER_NAMESPACE", None)
-    proc = subprocess.run([sys.executable, "-m", "netpeer.cli.main", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"netpeer {' '.join(args)} failed: {proc.stderr}")
-    return proc
+    return run_cli(*args, env=env, check=check)
 
 
 @pytest.fixture

@@ -62,16 +62,7 @@ def region():
                 site_listen=f"unix://{root / here / 'site.sock'}", sites=_links(root, here, linked[here]))
         yield root, netpeerds
     finally:
-        try:
-            if keys.is_alive():
-                keys.stop()
-        finally:
-            for d in netpeerds.values():
-                d.stop()
-            for ovn in daemons.values():
-                ovn.stop()
-            import shutil
-            shutil.rmtree(root, ignore_errors=True)
+        keys.stop_all(netpeerds, root)
 
 
 def link_status(netpeerd, site: str) -> dict:

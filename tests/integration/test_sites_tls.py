@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-import shutil
 import socket
 import ssl
 import subprocess
@@ -72,15 +71,7 @@ def linked(request):
                 sites=(SiteLink(other, where[other], secret),))
         yield root, ports, netpeerds
     finally:
-        try:
-            if keys.is_alive():
-                keys.stop()
-        finally:
-            for d in netpeerds.values():
-                d.stop()
-            for ovn in daemons.values():
-                ovn.stop()
-            shutil.rmtree(root, ignore_errors=True)
+        keys.stop_all(netpeerds, root)
 
 
 def presented(port: int, pki: Path, site: str) -> bytes:

@@ -38,7 +38,7 @@ from netpeer_dev.process import NetpeerdProcess
 from tests.faults.harness import wait_ovn_matches_store
 from tests.linearizability.history import History, now
 from tests.linearizability.planted import PlantedNetpeerd
-from tests.support import ADMIN_TOKEN, netpeerd_config, wait_until
+from tests.support import ADMIN_TOKEN, netpeerd_config, wait_dataplane_connected, wait_until
 
 LEASE_S = 2.0
 
@@ -60,19 +60,6 @@ def _process(directory: Path, ovn_nb: str, plant: str | None, **config) -> Netpe
     if plant:
         return PlantedNetpeerd(cfg, directory, ADMIN_TOKEN, plant=plant)
     return NetpeerdProcess(cfg, directory, ADMIN_TOKEN)
-
-
-def _wait_answering(daemons: list[NetpeerdProcess], timeout: float = 60.0) -> None:
-    """Until every daemon answers with OVN connected."""
-    deadline = time.monotonic() + timeout
-    for d in daemons:
-        def connected(d=d) -> bool:
-            with Client(d.endpoint, d.admin_token, timeout=5) as c:
-                return c.status()["dataplane_connected"]
-        wait_until(connected, max(0.0, deadline - time.monotonic()),
-                   lambda last, d=d: f"{d.endpoint} does not answer with OVN connected: {d.tail(300)}", step=0.05,
-                   ignore=(errors.NetpeerError,))
-
 
 @dataclasses.dataclass
 class Final:
@@ -117,7 +104,7 @@ class SqliteStack:
     def final(self, sample: int = 4, seed: int = 0) -> Final:
         from netpeer.store.sqlite import SqliteStore
         from tests.linearizability.pings import ping_sample
-        _wait_answering([self.daemon])
+        wait_dataplane_connected([self.daemon])
         store = SqliteStore(self.daemon.config.store)
         checker = OvnBackend(self.ovn.nb_remote)
         try:
@@ -203,7 +190,7 @@ class ReplicaStack:
             self.daemons.append(d)
         for d in self.daemons:
             d.start()
-        _wait_answering(self.daemons)
+        wait_dataplane_connected(self.daemons)
         self._wait_leader()
 
     @property
@@ -271,7 +258,7 @@ class ReplicaStack:
     def final(self, sample: int = 3, seed: int = 0) -> Final:
         from netpeer.store.postgres import PostgresStore
         from tests.linearizability.pings import ping_sample
-        _wait_answering(self.daemons)
+        wait_dataplane_connected(self.daemons)
         store = PostgresStore(self.daemons[0].config.store)
         checker = OvnBackend(self.nb.nb_remote)
         try:

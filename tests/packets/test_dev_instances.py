@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,18 +16,13 @@ import pytest
 from netpeer_dev import netns as nsx
 from netpeer_dev.daemons import OvnDaemons, alive
 from tests.support import require_ovn
+from tests.support import run_cli as netpeer
 
 pytestmark = pytest.mark.chassis
 
 CHASSIS = ("ovsdb-server", "ovs-vswitchd", "ovn-controller")
 
 
-def netpeer(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "netpeer.cli.main", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"netpeer {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
-    return proc
 
 
 def fails(*args: str, env: dict, says: str) -> str:

@@ -21,6 +21,8 @@ def imports(path: Path) -> set[str]:
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
+            # `from netpeer import service` imports netpeer.service as well
+            out |= {f"{node.module}.{a.name}" for a in node.names if a.name != "*"}
     return out
 
 
@@ -46,9 +48,49 @@ def test_grpc_only_at_the_api_edge():
     assert offenders("netpeer", "grpc", ("netpeer/api/", "netpeer/v1/")) == []
 
 
+def test_protobuf_only_at_the_api_edge():
+    """The messages and their generated code stay behind netpeer/api: the
+    rest of netpeer (the CLI, the console) sees JSON-shaped dicts."""
+    for prefix in ("google.protobuf", "netpeer.v1"):
+        assert offenders("netpeer", prefix, ("netpeer/api/", "netpeer/v1/")) == [], prefix
+
+
 def test_pulumi_only_in_the_sdk_and_provider():
     for folder in ("netpeer", "dev"):
         assert offenders(folder, "pulumi", ()) == []
+
+
+def test_the_provider_core_knows_no_engine_and_no_wire():
+    """provider/netpeer_provider/core (networks, peerings, the inbox's
+    requests) serves Pulumi and OpenTofu alike: no engine's library, and
+    netpeerd only through netpeer.api.client (no grpc, no messages). The
+    OpenTofu provider does without Pulumi too."""
+    core = "provider/netpeer_provider/core"
+    for prefix in ("pulumi", "grpc", "google.protobuf", "netpeer.v1", "netpeer.api.convert"):
+        assert offenders(core, prefix, ()) == [], prefix
+    assert offenders("provider/netpeer_provider/tofu", "pulumi", ()) == []
+
+
+def test_no_face_reaches_into_netpeerd():
+    """The providers and the SDK call netpeerd through its API; neither
+    imports its service, store or dataplane (the dev tools may: they build
+    the stacks and write instances into the dev stack's OVN)."""
+    for folder in ("provider", "sdk"):
+        for prefix in ("netpeer.service", "netpeer.store", "netpeer.ovn.backend", "netpeer.daemon"):
+            assert offenders(folder, prefix, ()) == [], (folder, prefix)
+
+
+def test_the_console_is_an_api_client():
+    """The console holds no rights of its own (netpeer/console/server.py):
+    it reaches netpeerd only through netpeer.api.client with the signed-in
+    token, never the service, the store, OVN or the gRPC edge's other
+    modules; and only netpeerd's start-up (netpeer/daemon.py) imports it."""
+    for prefix in ("netpeer.service", "netpeer.store", "netpeer.ovn", "netpeer.daemon"):
+        assert offenders("netpeer/console", prefix, ()) == [], prefix
+    api = sorted({m for path in (ROOT / "netpeer/console").rglob("*.py") for m in imports(path)
+                  if m.startswith("netpeer.api.") and not (m + ".").startswith("netpeer.api.client.")})
+    assert api == []
+    assert offenders("netpeer", "netpeer.console", ("netpeer/console/", "netpeer/daemon.py")) == []
 
 
 def test_the_core_knows_no_dataplane_and_no_edge():
