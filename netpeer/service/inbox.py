@@ -10,8 +10,9 @@ validation, quotas and budgets, and both halves exist as always.
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable
 
 from netpeer.core import validate
 from netpeer.core.models import Caller, Peering
@@ -19,10 +20,21 @@ from netpeer.core.requests import PeeringRequest, parse_id, request_id
 from netpeer.errors import InvalidArgument, NotFound
 from netpeer.reasons import Reason as Why
 from netpeer.service import batch
-from netpeer.store.base import Transaction
+from netpeer.store.base import Store, Transaction
 
-if TYPE_CHECKING:
-    from netpeer.service.operations import Service
+
+@dataclass(frozen=True)
+class Host:
+    """What the inbox needs of the service, given explicitly (the service
+    builds one per call, so a clock replaced on it is the one used)."""
+    store: Store
+    clock: Callable[[], datetime]
+    #: Refuses a caller that may not act in a namespace.
+    authorize: Callable[[Caller, str], None]
+    #: A create's consent for a ``batch.PeeringRequest``: the write's operation.
+    consent: Callable[[Caller, batch.PeeringRequest], Callable[[Transaction], Any]]
+    #: Runs an operation as one write (``validate_only``, ``caller``).
+    write: Callable[..., Any]
 
 
 def decode_after(after: str) -> tuple[str, str, str, str, str] | None:
@@ -42,14 +54,14 @@ def encode_after(r: PeeringRequest) -> str:
     return "/".join((r.half.remote_network, r.half.site, r.half.namespace, r.half.network, r.half.name))
 
 
-def list_requests(service: "Service", caller: Caller, namespace: str, network: str | None = None,
+def list_requests(service: Host, caller: Caller, namespace: str, network: str | None = None,
                   after: str = "", limit: int = 100) -> list[PeeringRequest]:
     """The requests naming networks of ``namespace`` (``network`` alone,
     when given) that were not dismissed, in the order of ``encode_after``.
     A name of the namespace counts whether or not a network has it now: the
     namespace is the caller's, so the list tells nothing the caller may not
     know, and it matches what Watch shows."""
-    service._authorize(caller, namespace)
+    service.authorize(caller, namespace)
     if network is not None:
         validate.name("network", network)
     place = decode_after(after)
@@ -75,14 +87,14 @@ def _standing(tx: Transaction, namespace: str, network: str, request: str) -> Pe
     return half
 
 
-def _check(service: "Service", caller: Caller, namespace: str, network: str, request: str) -> None:
-    service._authorize(caller, namespace)
+def _check(service: Host, caller: Caller, namespace: str, network: str, request: str) -> None:
+    service.authorize(caller, namespace)
     validate.name("network", network)
     if not isinstance(request, str) or not request:
         raise InvalidArgument.for_field("request", request, "is required")
 
 
-def dismiss(service: "Service", caller: Caller, namespace: str, network: str, request: str) -> None:
+def dismiss(service: Host, caller: Caller, namespace: str, network: str, request: str) -> None:
     """Hides request ``request`` from the lists and watches of the target's
     namespace (for good: a half made again is a new request). The requester
     sees no difference. Dismissing twice is no error."""
@@ -92,10 +104,10 @@ def dismiss(service: "Service", caller: Caller, namespace: str, network: str, re
         tx.dismiss_request(_standing(tx, namespace, network, request), service.clock())
         return None, set()
 
-    service._write(op)
+    service.write(op)
 
 
-def accept(service: "Service", caller: Caller, namespace: str, network: str, request: str, name: str,
+def accept(service: Host, caller: Caller, namespace: str, network: str, request: str, name: str,
            description: str = "", ttl: timedelta | str | None = None, validate_only: bool = False) -> Peering:
     """Consents to request ``request``: creates half ``name`` of
     ``namespace/network`` towards the requester's network, pinned to its uid,
@@ -107,9 +119,9 @@ def accept(service: "Service", caller: Caller, namespace: str, network: str, req
 
     def op(tx: Transaction):
         half = _standing(tx, namespace, network, request)
-        consent = service._consent(caller, batch.PeeringRequest(
+        consent = service.consent(caller, batch.PeeringRequest(
             namespace, network, name, half.network, half.namespace, half.network_uid, ttl, description,
             remote_site=half.site))
         return consent(tx)
 
-    return service._write(op, validate_only, caller=caller)
+    return service.write(op, validate_only, caller=caller)

@@ -658,16 +658,19 @@ class Service:
         self._write(op)
 
     # ---------------------------------------------------------------- the request inbox (netpeer.service.inbox)
+    def _inbox(self) -> inbox.Host:
+        return inbox.Host(self.store, self.clock, self._authorize, self._consent, self._write)
+
     def list_peering_requests(self, caller: Caller, namespace: str, network: str | None = None, after: str = "",
                               limit: int = 100) -> list[PeeringRequest]:
         """The requests naming networks of ``namespace`` (of ``network``), not dismissed."""
-        return inbox.list_requests(self, caller, namespace, network, after, limit)
+        return inbox.list_requests(self._inbox(), caller, namespace, network, after, limit)
 
     def dismiss_peering_request(self, caller: Caller, namespace: str, network: str, request: str) -> None:
         """Hides a request from its target's lists and watches; its requester sees no difference."""
-        inbox.dismiss(self, caller, namespace, network, request)
+        inbox.dismiss(self._inbox(), caller, namespace, network, request)
 
     def accept_peering_request(self, caller: Caller, namespace: str, network: str, request: str, name: str,
                                description: str = "", ttl=None, validate_only: bool = False) -> Peering:
         """Creates the half that matches a request (peering ``name`` of ``namespace/network``)."""
-        return inbox.accept(self, caller, namespace, network, request, name, description, ttl, validate_only)
+        return inbox.accept(self._inbox(), caller, namespace, network, request, name, description, ttl, validate_only)
