@@ -85,7 +85,7 @@ def read_table(raw: dict, name: str, known: set[str]) -> dict:
 
 def sites(raw: dict, p) -> dict:
     """``site``, ``[interconnect]`` and ``[sites.NAME]``, checked together."""
-    ic = read_table(raw, "interconnect", {"listen", "gateway_group", "cert", "key", "ca"})
+    ic = read_table(raw, "interconnect", {"listen", "gateway_group", "ovn_sb", "cert", "key", "ca"})
     links = read_table(raw, "sites", set(raw.get("sites", {}) if isinstance(raw.get("sites"), dict) else ()))
     site = raw.get("site", "")
     if not site:

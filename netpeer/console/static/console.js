@@ -31,7 +31,7 @@
     { selector: "node.remote-site", style: { "background-color": "#e8eef6", "border-color": "#6b8bb9" } },
     { selector: "edge", style: { "label": "data(label)", "font-size": 8, "width": 2, "curve-style": "bezier",
                                  "target-arrow-shape": "triangle", "line-color": "#c08a00",
-                                 "target-arrow-color": "#c08a00", "text-rotation": "autorotate",
+                                 "target-arrow-color": "#c08a00", "text-rotation": "none",
                                  "text-background-color": "#fff", "text-background-opacity": 0.85 } },
     { selector: "edge.bound", style: { "line-color": "#2a8a3a", "target-arrow-color": "#2a8a3a" } },
     { selector: "edge.failed", style: { "line-color": "#b3261e", "target-arrow-color": "#b3261e",
@@ -40,8 +40,11 @@
   ];
 
   function layoutFor(count) {
-    // cose for a readable picture; concentric (no iterations) beyond a few hundred elements.
-    return count <= 150 ? { name: "cose", animate: false, randomize: false, numIter: 600 }
+    // Layers, the namespace's own networks first and the networks they peer with below (grouped by
+    // namespace and site), so that a picture drawn twice looks the same; concentric (no iterations)
+    // beyond a few hundred elements.
+    return count <= 150 ? { name: "breadthfirst", directed: true, roots: "node.own", animate: false,
+                            spacingFactor: 1.6, avoidOverlap: true, padding: 40 }
                         : { name: "concentric", animate: false, minNodeSpacing: 8 };
   }
 
