@@ -31,15 +31,31 @@ from netpeer_provider.core.values import known
 STATUS = ("phase", "reason", "message")
 
 
-def predicted(ops: ModuleType, outputs: Mapping[str, Any], wait: Any = 0) -> dict[str, Any]:
+def predicted(ops: ModuleType, outputs: Mapping[str, Any], wait: Any = 0, *, settled_only: bool = False) \
+        -> dict[str, Any]:
     """The status fields of a preview's ``outputs`` that a plan may show as
-    known (``{}`` when the preview could not tell, or for a network)."""
+    known (``{}`` when the preview could not tell, or for a network).
+
+    ``settled_only``: only a phase that the other side's consent cannot
+    change before the apply (Bound, Failed). OpenTofu holds a provider to
+    every value its plan showed as known, again just before the apply: a
+    Pending half whose other side consents meanwhile (the other tenant, or
+    the other half in the same apply) would fail the apply that binds it."""
     if ops.SCHEMA.name != "NetworkPeering" or not all(known(outputs.get(k)) and outputs.get(k) for k in STATUS):
+        return {}
+    if settled_only and outputs["phase"] not in ("Bound", "Failed"):
         return {}
     # A wait ends Bound or Failed at once, else when the other side consents (or not): not predictable.
     if outputs["phase"] not in ("Bound", "Failed") and (not known(wait) or wait):
         return {}
     return {k: outputs[k] for k in STATUS}
+
+
+def pending_note(outputs: Mapping[str, Any]) -> str:
+    """What a plan that leaves a Pending phase unknown (``settled_only``) says instead."""
+    key = f"{outputs.get('namespace')}/{outputs.get('network')}/{outputs.get('name')}"
+    return (f"peering {key} would be Pending ({outputs['reason']}): {outputs['message']}; its phase is known "
+            "after apply, since the other side may consent before then")
 
 
 def _remote(p: Mapping[str, Any]) -> str:
@@ -93,4 +109,4 @@ def refusals(exc: ProviderError) -> list[Failure]:
     return [Failure(field or "", exc.message)]
 
 
-__all__ = ["STATUS", "predicted", "refusals", "renamed", "withdrawals"]
+__all__ = ["STATUS", "pending_note", "predicted", "refusals", "renamed", "withdrawals"]

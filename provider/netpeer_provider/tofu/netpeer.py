@@ -182,7 +182,10 @@ class CoreResource(Resource):
             raise _fail(exc, self.schema.type) from None
         for line in result.warnings:
             warn(line)
-        return review.predicted(self.ops, result.outputs, clean.get("wait_for_bound"))
+        settled = review.predicted(self.ops, result.outputs, clean.get("wait_for_bound"), settled_only=True)
+        if not settled and review.predicted(self.ops, result.outputs, clean.get("wait_for_bound")):
+            warn(review.pending_note(result.outputs))
+        return settled
 
     def plan(self, prior: dict | None, proposed: dict | None, config: dict | None) -> Plan:
         if proposed is None:
@@ -312,6 +315,7 @@ class Peering(CoreResource):
     volatile = ("phase", "reason", "message", "remote_uid", "last_phase_transition_time", "expires_at", "dataplane",
                 "programmed_at")
     normalised = ("ttl",)
+    predicted = review.STATUS
 
     def bookkeeping(self, prior: dict) -> dict[str, Any]:
         # OpenTofu keeps a remote_uid left out of the configuration: compare pins with what is held.

@@ -116,6 +116,10 @@ class Resource:
 
     type_name: ClassVar[str] = ""
     schema: ClassVar[Schema] = Schema()
+    #: Computed attributes a plan may show as known although the world can change them before the
+    #: apply (a peering's status: the other side may consent meanwhile). An apply that finds them
+    #: changed is not the provider's inconsistency (``Provider.outlived_plan``).
+    predicted: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, provider: Provider):
         self.provider = provider
@@ -252,6 +256,15 @@ class Provider:
         if prior is None:
             return res.create(planned, config)
         return res.update(prior, planned, config)
+
+    def outlived_plan(self, type_name: str, planned: dict | None, new: dict | None) -> bool:
+        """Whether the apply found a ``predicted`` attribute other than the plan said: OpenTofu is
+        then told to accept the new value (``legacy_type_system``, which turns its "inconsistent
+        result after apply" error into a log line) instead of failing an apply that did its work."""
+        predicted = self.resource(type_name).predicted
+        if not planned or not new:
+            return False
+        return any(planned.get(k) is not UNKNOWN and planned.get(k) != new.get(k) for k in predicted)
 
     def import_resource_state(self, type_name: str, id: str) -> list[dict]:
         state = self.resource(type_name).import_state(id)

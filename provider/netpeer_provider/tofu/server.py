@@ -201,11 +201,12 @@ def build_servicers(provider: Provider, stubs: Any, on_shutdown: Callable[[], No
             def body():
                 t = request.type_name
                 ty = res_type(t)
-                new = provider.apply_resource_change(t, decode(request.prior_state, ty),
-                                                     decode(request.planned_state, ty),
+                planned = decode(request.planned_state, ty)
+                new = provider.apply_resource_change(t, decode(request.prior_state, ty), planned,
                                                      decode(request.config, ty))
                 return tf.ApplyResourceChange.Response(new_state=dv(final_state(t, new, "apply"), ty),
-                                                       private=request.planned_private)
+                                                       private=request.planned_private,
+                                                       legacy_type_system=provider.outlived_plan(t, planned, new))
             return rpc.run(context, tf.ApplyResourceChange.Response, body)
 
         def ImportResourceState(self, request, context):
