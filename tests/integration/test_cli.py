@@ -194,6 +194,7 @@ def test_dev_up_refuses_a_lost_store_and_adopts_ovn(dev):
     assert again["uid"] == made["uid"] and again["subnets"] == ["10.1.0.0/24"]
 
 
+@pytest.mark.message_text("the exact line of each invalid field, netpeerd's words included")
 def test_every_invalid_field_is_a_line_in_one_run(dev):
     """Issue 33, defect 6: a bad CIDR, a bad next hop and an overlap, all said at once."""
     ta = netpeer("token", "create", "--namespace", "team-a", env=dev).stdout.strip()

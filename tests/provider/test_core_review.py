@@ -45,6 +45,7 @@ def test_a_rename_previews_the_status_it_takes_over_and_warns(api):
     assert review.withdrawals({**net_b.outputs, "inline_peerings": []}, replacing=False) == ()
 
 
+@pytest.mark.message_text("the exact line of each invalid field, netpeerd's words included")
 def test_refusals_are_split_per_field(api):
     a = api.session("team-a")
     with pytest.raises(core.ServiceError) as info:

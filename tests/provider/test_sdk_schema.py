@@ -90,6 +90,7 @@ def test_every_schema_function_is_an_sdk_function(token):
     assert sorted(f.name for f in dataclasses.fields(result)) == sorted(snake(p) for p in fn["outputs"]["properties"])
 
 
+@pytest.mark.message_text("a token refusal names no field: its words are what the user reads")
 def test_get_peering_requests_reads_a_real_netpeerd(netpeerd, monkeypatch):
     """Outside the stack configuration the settings come from the environment, as for the resources."""
     with netpeerd.client() as admin:

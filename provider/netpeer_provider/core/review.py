@@ -51,6 +51,15 @@ def predicted(ops: ModuleType, outputs: Mapping[str, Any], wait: Any = 0, *, set
     return {k: outputs[k] for k in STATUS}
 
 
+def settled(ops: ModuleType, outputs: Mapping[str, Any], wait: Any = 0) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """What an OpenTofu plan shows of a preview: the status fields it may
+    show as known (``predicted(settled_only=True)``), and the warnings that
+    say a Pending it leaves unknown (``pending_note``)."""
+    known_now = predicted(ops, outputs, wait, settled_only=True)
+    pending = not known_now and predicted(ops, outputs, wait)
+    return known_now, (pending_note(outputs),) if pending else ()
+
+
 def pending_note(outputs: Mapping[str, Any]) -> str:
     """What a plan that leaves a Pending phase unknown (``settled_only``) says instead."""
     key = f"{outputs.get('namespace')}/{outputs.get('network')}/{outputs.get('name')}"
@@ -109,4 +118,4 @@ def refusals(exc: ProviderError) -> list[Failure]:
     return [Failure(field or "", exc.message)]
 
 
-__all__ = ["STATUS", "pending_note", "predicted", "refusals", "renamed", "withdrawals"]
+__all__ = ["STATUS", "pending_note", "predicted", "settled", "refusals", "renamed", "withdrawals"]

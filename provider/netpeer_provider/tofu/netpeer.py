@@ -7,10 +7,8 @@ inputs and outputs. The executable in OpenTofu's plugin directory runs::
 
     python -I -m netpeer_provider.tofu netpeer_provider.tofu.netpeer:NetpeerProvider
 
-States hold what the user wrote where the service keeps an equivalent normalised form (``ttl =
-"168h"`` stays ``"168h"`` though the service answers ``7d``; an IPv6 subnet keeps its spelling), so
-that plans stay empty and applies match their plans. The network's inline peerings (a Pulumi
-feature) are not offered: OpenTofu users declare ``netpeer_peering`` resources.
+States keep what the user wrote where the service normalises (``ttl = "168h"`` though it answers
+``7d``), so that plans stay empty. Inline peerings (a Pulumi feature) are not offered.
 """
 
 from __future__ import annotations
@@ -180,12 +178,10 @@ class CoreResource(Resource):
                                          for f in review.refusals(exc)]) from None
         except core.ProviderError as exc:
             raise _fail(exc, self.schema.type) from None
-        for line in result.warnings:
+        known, notes = review.settled(self.ops, result.outputs, clean.get("wait_for_bound"))
+        for line in (*result.warnings, *notes):
             warn(line)
-        settled = review.predicted(self.ops, result.outputs, clean.get("wait_for_bound"), settled_only=True)
-        if not settled and review.predicted(self.ops, result.outputs, clean.get("wait_for_bound")):
-            warn(review.pending_note(result.outputs))
-        return settled
+        return known
 
     def plan(self, prior: dict | None, proposed: dict | None, config: dict | None) -> Plan:
         if proposed is None:
