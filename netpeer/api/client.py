@@ -183,8 +183,10 @@ def never_reached(exc: grpc.RpcError) -> bool:
     metadata before it does anything for it (``netpeer.api.server``), so a
     write that broke without them was not acted on: nothing listened, the
     connection was refused, or it broke before netpeerd took the call.
-    (A read carries none until its answer; reads are sent again anyway.)"""
-    return exc.code() == grpc.StatusCode.UNAVAILABLE and decode(exc) is None and not exc.initial_metadata()
+    (A read carries none until its answer; reads are sent again anyway.)
+    The code alone does not tell: a connection reset by a server that was
+    killed reads as UNAVAILABLE or UNKNOWN ("Stream removed") by timing."""
+    return exc.code() in BROKEN and decode(exc) is None and not exc.initial_metadata()
 
 
 #: The status codes of a call whose connection broke (as gRPC reports it,
